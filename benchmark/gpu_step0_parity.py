@@ -31,7 +31,6 @@ def measure(tree: Path) -> list[dict]:
 
     import_sglang_from(tree)
     import torch
-
     from sglang.kernels.ops.attention.fla.fused_recurrent import (
         fused_recurrent_gated_delta_rule_packed_decode,
     )
@@ -40,9 +39,7 @@ def measure(tree: Path) -> list[dict]:
     )
 
     rows = []
-    for seed, (hv, n, pool_name, regime) in enumerate(
-        itertools.product(HVS, NS, POOLS, B_REGIMES)
-    ):
+    for seed, (hv, n, pool_name, regime) in enumerate(itertools.product(HVS, NS, POOLS, B_REGIMES)):
         torch.manual_seed(seed)
         h = hv // 2
         dev = "cuda"
@@ -66,11 +63,22 @@ def measure(tree: Path) -> list[dict]:
         q, k, v = torch.split(mixed, [h * K, h * K, hv * V], dim=-1)
         inter = pool.new_zeros(n, 1, hv, V, K)
         ver_out = fused_sigmoid_gating_delta_rule_update(
-            A_log, a, dt_bias, 1.0, 20.0,
-            q.view(1, n, h, K), k.view(1, n, h, K), v.view(1, n, hv, V), b,
-            pool, idx, scale=K**-0.5, use_qk_l2norm_in_kernel=True,
+            A_log,
+            a,
+            dt_bias,
+            1.0,
+            20.0,
+            q.view(1, n, h, K),
+            k.view(1, n, h, K),
+            v.view(1, n, hv, V),
+            b,
+            pool,
+            idx,
+            scale=K**-0.5,
+            use_qk_l2norm_in_kernel=True,
             cu_seqlens=torch.arange(n + 1, device=dev, dtype=torch.int32),
-            disable_state_update=True, intermediate_states_buffer=inter,
+            disable_state_update=True,
+            intermediate_states_buffer=inter,
             intermediate_state_indices=torch.arange(n, device=dev, dtype=torch.int32),
             cache_steps=1,
         )
@@ -79,7 +87,10 @@ def measure(tree: Path) -> list[dict]:
         d_st, v_st = dec_pool[idx.long()], inter[:, 0]
         rows.append(
             {
-                "HV": hv, "N": n, "pool": pool_name, "b": regime,
+                "HV": hv,
+                "N": n,
+                "pool": pool_name,
+                "b": regime,
                 "out_equal": torch.equal(d_out, v_out),
                 "out_unequal": int((d_out != v_out).sum()),
                 "out_maxdiff": float((d_out.float() - v_out.float()).abs().max()),
@@ -103,17 +114,19 @@ def main() -> None:
         print(json.dumps(measure(args.worker)))
         return
     sys.path.insert(0, str(Path(__file__).parent))
-    from gpu_tree import lay_out
-
     import torch
     import triton
+
+    from gpu_tree import lay_out
 
     trees = lay_out(args.wheel, args.patches, args.root)
     results = {}
     for name, tree in trees.items():
         proc = subprocess.run(
             [sys.executable, __file__, "--worker", str(tree)],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if proc.returncode != 0:
             raise SystemExit(f"{name} failed:\n{proc.stderr[-4000:]}")
@@ -129,14 +142,17 @@ def main() -> None:
     lines = [
         f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}",
         "",
-        "| HV | N | pool | b | base: out equal | base: state equal | patched: out equal | patched: state equal |",
+        "| HV | N | pool | b | base: out equal | base: state equal "
+        "| patched: out equal | patched: state equal |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for before, after in zip(results["base"], results["patched"]):
+    for before, after in zip(results["base"], results["patched"], strict=True):
+
         def cell(row, key):
             if row[f"{key}_equal"]:
                 return "yes"
             return f"no ({row[f'{key}_unequal']} el, max {row[f'{key}_maxdiff']:.3g})"
+
         lines.append(
             f"| {before['HV']} | {before['N']} | {before['pool']} | {before['b']} | "
             f"{cell(before, 'out')} | {cell(before, 'state')} | "

@@ -42,9 +42,7 @@ def apply_to_checkout(checkout: Path, series: Series, changes: list[FileChange])
     if not (checkout / "python" / "sglang").is_dir():
         raise GdnParityError(f"{checkout} has no python/sglang/: not an sglang checkout")
     if git_out(checkout, "status", "--porcelain", "--untracked-files=no"):
-        raise GdnParityError(
-            f"{checkout} has uncommitted changes: commit or stash them first"
-        )
+        raise GdnParityError(f"{checkout} has uncommitted changes: commit or stash them first")
     state, details = checkout_state(checkout, changes)
     if state == "patched":
         raise GdnParityError(f"the series is already applied to {checkout}")

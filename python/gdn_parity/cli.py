@@ -119,7 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("target", nargs="?", help="sglang git checkout or sglang package directory")
-        p.add_argument("--site-packages", action="store_true", help="this Python's installed sglang")
+        p.add_argument(
+            "--site-packages", action="store_true", help="this Python's installed sglang"
+        )
         if name == "apply":
             p.add_argument("--revert", action="store_true", help="restore the package's base bytes")
         p.set_defaults(func=func)

@@ -118,9 +118,7 @@ def apply_to_package(target: Path, changes: list[FileChange], version: str, dige
     """Patch ``target``; return how many files changed."""
     found = package_version(target)
     if found != version:
-        raise GdnParityError(
-            f"{target} is sglang {found}; the series is for sglang {version}"
-        )
+        raise GdnParityError(f"{target} is sglang {found}; the series is for sglang {version}")
     status = package_status(target, changes)
     if status.state == "patched":
         raise GdnParityError(f"the series is already applied to {target}")

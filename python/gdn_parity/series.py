@@ -58,7 +58,7 @@ class Series:
             h.update(path.read_bytes())
         return h.hexdigest()
 
-    def with_patches(self, patches: list[str]) -> "Series":
+    def with_patches(self, patches: list[str]) -> Series:
         return Series(
             self.directory,
             self.base,
@@ -71,7 +71,7 @@ class Series:
     def render(self) -> str:
         values = (self.base, self.wheel_name, self.wheel_sha256, self.base_commit)
         lines = [_HEADER]
-        lines += [f"# {key}: {value}" for key, value in zip(_KEYS, values)]
+        lines += [f"# {key}: {value}" for key, value in zip(_KEYS, values, strict=True)]
         lines += list(self.patches)
         return "\n".join(lines) + "\n"
 

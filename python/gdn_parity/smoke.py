@@ -46,7 +46,9 @@ def smoke(tree: Path) -> str:
     )
     if proc.returncode != 0:
         raise GdnParityError(f"importing the patched modules failed:\n{proc.stderr[-3000:]}")
-    outside = [line for line in proc.stdout.splitlines() if "<-" in line and str(python_dir) not in line]
+    outside = [
+        line for line in proc.stdout.splitlines() if "<-" in line and str(python_dir) not in line
+    ]
     if outside:
         raise GdnParityError(f"modules came from outside the tree: {outside}")
     return proc.stdout

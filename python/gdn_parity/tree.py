@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -16,7 +18,9 @@ HEAD_KEY = "gdnparity.series-head"
 
 
 def default_tree_dir() -> Path:
-    return cache_dir() / "tree"
+    """``$GDN_PARITY_TREE``, else the cache's ``tree/``."""
+    env = os.environ.get("GDN_PARITY_TREE")
+    return Path(env) if env else cache_dir() / "tree"
 
 
 def _recorded(repo: Path, key: str) -> str:
@@ -39,11 +43,28 @@ def _apply_series(repo: Path, series: Series) -> None:
             env=committer,
         )
         if proc.returncode != 0:
-            detail = (proc.stdout + proc.stderr).decode(errors="replace").strip()
+            output = (proc.stdout + proc.stderr).decode(errors="replace")
             git(repo, "am", "--abort", check=False)
-            raise GdnParityError(
-                f"patch {path.name} does not apply to the tree at {repo}:\n{detail}"
-            )
+            failures = "\n".join(_failed_hunks(path, output)) or output.strip()
+            raise GdnParityError(f"patch {path.name} does not apply:\n{failures}")
+
+
+def _failed_hunks(patch: Path, am_output: str) -> list[str]:
+    """``FILE: hunk @@ -L,... @@`` for each ``patch failed: FILE:L`` git reported."""
+    text = patch.read_text(errors="replace").splitlines()
+    lines = []
+    for match in re.finditer(r"patch failed: (\S+):(\d+)", am_output):
+        name, start = match.group(1), match.group(2)
+        in_file = False
+        hunk = f"the hunk at line {start}"
+        for line in text:
+            if line.startswith("diff --git "):
+                in_file = line.endswith(f" b/{name}")
+            elif in_file and line.startswith(f"@@ -{start},"):
+                hunk = line
+                break
+        lines.append(f"  {name}: {hunk}")
+    return lines
 
 
 def materialise_tree(series: Series, directory: Path | None = None) -> Path:
@@ -60,8 +81,7 @@ def materialise_tree(series: Series, directory: Path | None = None) -> Path:
             return directory
         if _recorded(directory, DIGEST_KEY) == "":
             raise GdnParityError(
-                f"{directory} is a git repo that gdn-parity did not make; "
-                "choose another directory"
+                f"{directory} is a git repo that gdn-parity did not make; choose another directory"
             )
         if not is_clean(directory) or _recorded(directory, HEAD_KEY) != head:
             raise GdnParityError(
@@ -76,11 +96,24 @@ def materialise_tree(series: Series, directory: Path | None = None) -> Path:
         source = base_repo(series)
         directory.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(directory, ignore_errors=True)
-        git(directory.parent, "clone", "--quiet", "--branch", BASE_BRANCH, str(source), str(directory))
+        git(
+            directory.parent,
+            "clone",
+            "--quiet",
+            "--branch",
+            BASE_BRANCH,
+            str(source),
+            str(directory),
+        )
         git(directory, "checkout", "--quiet", "-B", TREE_BRANCH)
         git(directory, "config", DIGEST_KEY, "")
-    if git_out(directory, "rev-parse", BASE_BRANCH) != series.base_commit:
-        git(directory, "branch", "--force", BASE_BRANCH, series.base_commit)
+        try:
+            _apply_series(directory, series)
+        except GdnParityError:
+            shutil.rmtree(directory)
+            raise
+        record_tree(directory, series)
+        return directory
     _apply_series(directory, series)
     record_tree(directory, series)
     return directory

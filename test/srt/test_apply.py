@@ -1,0 +1,230 @@
+"""`gdn-parity apply` on a real installed sglang 0.5.23 and on a real git checkout.
+
+Every bad input must leave the target's bytes exactly as they were.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gdn_parity.base import base_repo, fetch_wheel
+from gdn_parity.checkout import apply_to_checkout
+from gdn_parity.errors import GdnParityError
+from gdn_parity.git import git_out
+from gdn_parity.package import MANIFEST, apply_to_package, package_status, revert_package
+from gdn_parity.plan import series_changes
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, int]]:
+    """sha256 and mode of every file under ``root`` (caches excluded)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            out[str(path.relative_to(root))] = (
+                hashlib.sha256(path.read_bytes()).hexdigest(),
+                stat.S_IMODE(path.stat().st_mode),
+            )
+    return out
+
+
+@pytest.fixture(scope="session")
+def changes(sglang_tree):
+    return series_changes(sglang_tree)
+
+
+@pytest.fixture(scope="session")
+def installed_site(series, tmp_path_factory) -> Path:
+    """sglang 0.5.23 installed by pip from the pinned wheel (no dependencies)."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-compile",
+            "--no-index",
+            "--target",
+            str(target),
+            str(fetch_wheel(series)),
+        ],
+        check=True,
+    )
+    return target
+
+
+@pytest.fixture
+def package(installed_site, tmp_path) -> Path:
+    site = tmp_path / "site"
+    shutil.copytree(installed_site, site, symlinks=True)
+    return site / "sglang"
+
+
+def test_apply_then_revert_is_byte_identical(package, changes, series):
+    before = snapshot(package)
+    count = apply_to_package(package, changes, series.version, series.digest())
+    assert count == len([c for c in changes if c.in_package]) > 0
+    assert package_status(package, changes).state == "patched"
+    for change in changes:
+        if change.in_package:
+            assert (package / change.package_path).read_bytes() == change.after
+    assert revert_package(package, changes) == count
+    assert snapshot(package) == before
+    assert package_status(package, changes).state == "unpatched"
+
+
+def test_double_apply_is_refused_and_changes_nothing(package, changes, series):
+    apply_to_package(package, changes, series.version, series.digest())
+    after_first = snapshot(package)
+    with pytest.raises(GdnParityError, match="already applied"):
+        apply_to_package(package, changes, series.version, series.digest())
+    assert snapshot(package) == after_first
+
+
+def test_wrong_version_is_refused_and_changes_nothing(package, changes, series):
+    version_file = package / "_version.py"
+    version_file.write_text(version_file.read_text().replace("'0.5.23'", "'0.5.24'"))
+    before = snapshot(package)
+    with pytest.raises(GdnParityError, match="is sglang 0.5.24"):
+        apply_to_package(package, changes, series.version, series.digest())
+    assert snapshot(package) == before
+
+
+def test_locally_modified_file_is_refused_and_changes_nothing(package, changes, series):
+    touched = next(c for c in changes if c.in_package and c.before is not None)
+    path = package / touched.package_path
+    path.write_bytes(path.read_bytes() + b"# local fix\n")
+    before = snapshot(package)
+    with pytest.raises(GdnParityError, match=touched.package_path):
+        apply_to_package(package, changes, series.version, series.digest())
+    assert snapshot(package) == before
+
+
+def test_read_only_file_is_refused_and_changes_nothing(package, changes, series):
+    touched = next(c for c in changes if c.in_package and c.before is not None)
+    path = package / touched.package_path
+    path.chmod(0o444)
+    before = snapshot(package)
+    with pytest.raises(GdnParityError, match="read-only"):
+        apply_to_package(package, changes, series.version, series.digest())
+    assert snapshot(package) == before
+
+
+def test_revert_of_a_file_edited_after_apply_is_refused(package, changes, series):
+    apply_to_package(package, changes, series.version, series.digest())
+    touched = next(c for c in changes if c.in_package and c.after is not None)
+    path = package / touched.package_path
+    path.write_bytes(path.read_bytes() + b"# edited after apply\n")
+    before = snapshot(package)
+    with pytest.raises(GdnParityError, match="modified after"):
+        revert_package(package, changes)
+    assert snapshot(package) == before
+
+
+def test_cli_site_packages_apply_status_revert(installed_site, tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(installed_site, site, symlinks=True)
+    before = snapshot(site)
+    env = dict(os.environ, PYTHONPATH=str(site))
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "gdn_parity.cli", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+
+    assert "unpatched" in cli("status", "--site-packages").stdout
+    applied = cli("apply", "--site-packages")
+    assert applied.returncode == 0, applied.stderr
+    assert (site / "sglang" / MANIFEST).is_file()
+    assert ": patched" in cli("status", "--site-packages").stdout
+    again = cli("apply", "--site-packages")
+    assert again.returncode == 2 and "already applied" in again.stderr
+    assert cli("apply", "--site-packages", "--revert").returncode == 0
+    assert snapshot(site) == before
+
+
+# --- git checkouts -----------------------------------------------------------
+
+
+def _run(repo: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, check=True, **kwargs
+    )
+
+
+@pytest.fixture
+def checkout(series, tmp_path) -> Path:
+    """A clone of the base commit with a user identity, as an sglang checkout would be."""
+    repo = tmp_path / "sglang"
+    subprocess.run(["git", "clone", "--quiet", str(base_repo(series)), str(repo)], check=True)
+    _run(repo, "config", "user.name", "Reviewer")
+    _run(repo, "config", "user.email", "reviewer@example.com")
+    return repo
+
+
+def _checkout_state(repo: Path) -> tuple[str, str, dict]:
+    head = git_out(repo, "rev-parse", "HEAD")
+    status = git_out(repo, "status", "--porcelain", "--untracked-files=all")
+    return head, status, snapshot(repo / "python" / "sglang")
+
+
+def test_checkout_apply_makes_one_commit_per_patch(checkout, changes, series):
+    base = git_out(checkout, "rev-parse", "HEAD")
+    assert apply_to_checkout(checkout, series, changes) == len(series.patches)
+    log = git_out(checkout, "log", "--format=%s", f"{base}..HEAD").splitlines()
+    assert len(log) == len(series.patches)
+    assert all(subject.startswith("[") for subject in log)
+    for change in changes:
+        path = checkout / change.path
+        assert (path.read_bytes() if path.exists() else None) == change.after
+    with pytest.raises(GdnParityError, match="already applied"):
+        apply_to_checkout(checkout, series, changes)
+
+
+def test_checkout_dirty_tree_is_refused_and_unchanged(checkout, changes, series):
+    (checkout / "python" / "sglang" / "version.py").write_text("# wip\n")
+    before = _checkout_state(checkout)
+    with pytest.raises(GdnParityError, match="uncommitted changes"):
+        apply_to_checkout(checkout, series, changes)
+    assert _checkout_state(checkout) == before
+
+
+def test_checkout_on_another_base_is_refused_and_unchanged(checkout, changes, series):
+    touched = next(c for c in changes if c.before is not None)
+    path = checkout / touched.path
+    path.write_bytes(path.read_bytes() + b"# newer upstream\n")
+    _run(checkout, "commit", "-qam", "newer upstream")
+    before = _checkout_state(checkout)
+    with pytest.raises(GdnParityError, match="not sglang 0.5.23"):
+        apply_to_checkout(checkout, series, changes)
+    assert _checkout_state(checkout) == before
+
+
+def test_checkout_failed_git_am_leaves_it_exactly_as_it_was(checkout, changes, series):
+    # A commit-msg style hook rejects the last patch: `git am` fails after the
+    # checks passed and after every earlier patch was committed.
+    hook = checkout / ".git" / "hooks" / "applypatch-msg"
+    hook.write_text(
+        "#!/bin/sh\n"
+        f'n=$(($(cat "$0.count" 2>/dev/null || echo 0) + 1)); echo $n > "$0.count"\n'
+        f"[ $n -lt {len(series.patches)} ]\n"
+    )
+    hook.chmod(0o755)
+    before = _checkout_state(checkout)
+    with pytest.raises(GdnParityError, match="left as it was"):
+        apply_to_checkout(checkout, series, changes)
+    assert _checkout_state(checkout) == before
+    assert not (checkout / ".git" / "rebase-apply").exists()

@@ -1,0 +1,54 @@
+"""Each test-only interpreter fix makes the interpreter agree with torch (and the GPU)."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+exp_alias = tl.exp  # bound at import time, as sglang's fla/op.py binds `exp`
+
+
+@triton.jit
+def _alias_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, exp_alias(tl.load(x_ptr + offs)))
+
+
+@triton.jit
+def _cast_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs).to(tl.bfloat16))
+
+
+@triton.jit
+def _bf16_mul_add_kernel(x_ptr, w_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    w = tl.load(w_ptr + offs)
+    tl.store(y_ptr + offs, x * w + x)
+
+
+def test_builtin_alias_in_kernel_globals_runs_like_the_builtin():
+    x = torch.linspace(-3, 3, 64)
+    y = torch.empty_like(x)
+    _alias_kernel[(1,)](x, y, N=64)
+    # The interpreter's exp is numpy's; what matters is that the alias runs.
+    assert torch.allclose(y, x.exp(), rtol=1e-6, atol=0)
+
+
+def test_fp32_to_bf16_cast_rounds_to_nearest_even():
+    # Values whose bf16 truncation differs from round-to-nearest-even.
+    x = torch.tensor([1.0 + 2**-8 + 2**-9, 1.0 + 3 * 2**-9, -2.7182817, 1 / 3.0] * 4)
+    y = torch.empty(x.shape, dtype=torch.bfloat16)
+    _cast_kernel[(1,)](x, y, N=x.numel())
+    assert torch.equal(y, x.to(torch.bfloat16))
+
+
+def test_bf16_arithmetic_matches_torch():
+    torch.manual_seed(0)
+    x = torch.randn(128).to(torch.bfloat16)
+    w = torch.randn(128).to(torch.bfloat16)
+    y = torch.empty_like(x)
+    _bf16_mul_add_kernel[(1,)](x, w, y, N=128)
+    assert torch.equal(y, x * w + x)

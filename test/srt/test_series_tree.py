@@ -1,0 +1,117 @@
+"""The patch queue: tree, export and check, for real, on the pinned base."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gdn_parity.base import BASE_BRANCH, base_repo
+from gdn_parity.errors import GdnParityError
+from gdn_parity.export import check_series, export_series
+from gdn_parity.git import git_out
+from gdn_parity.series import load_series
+from gdn_parity.tree import materialise_tree
+
+
+def _copy_patches(series, dest: Path) -> Path:
+    shutil.copytree(series.directory, dest)
+    return dest
+
+
+def test_base_commit_is_the_pinned_reproducible_hash(series):
+    repo = base_repo(series)
+    assert git_out(repo, "rev-parse", BASE_BRANCH) == series.base_commit
+    assert (repo / "python" / "sglang" / "srt" / "environ.py").is_file()
+
+
+def test_git_am_of_the_series_gives_one_commit_per_patch(series, tmp_path):
+    tree = materialise_tree(series, tmp_path / "tree")
+    log = git_out(tree, "log", "--format=%s", f"{series.base_commit}..HEAD")
+    subjects = log.splitlines()[::-1]
+    assert len(subjects) == len(series.patches)
+    for number, (subject, patch) in enumerate(zip(subjects, series.patch_paths(), strict=True)):
+        text = patch.read_text()
+        assert f"Subject: [PATCH {number + 1}/{len(subjects)}] {subject}" in text.replace(
+            "\n ", " "
+        )
+
+
+def test_tree_is_idempotent(series, tmp_path):
+    tree = materialise_tree(series, tmp_path / "tree")
+    head = git_out(tree, "rev-parse", "HEAD")
+    assert materialise_tree(series, tree) == tree
+    assert git_out(tree, "rev-parse", "HEAD") == head
+
+
+def test_tree_refuses_a_tree_with_unexported_work(series, tmp_path):
+    tree = materialise_tree(series, tmp_path / "tree")
+    (tree / "python" / "sglang" / "srt" / "environ.py").write_text("# local edit\n")
+    with pytest.raises(GdnParityError, match="not in patches/"):
+        materialise_tree(series, tree)
+    assert (tree / "python" / "sglang" / "srt" / "environ.py").read_text() == "# local edit\n"
+
+
+def test_check_round_trips_byte_for_byte(series):
+    assert check_series(series) == []
+
+
+def test_check_detects_a_hand_edited_patch(series, tmp_path):
+    patches = _copy_patches(series, tmp_path / "patches")
+    first = patches / series.patches[0]
+    first.write_text(first.read_text().replace("\nSubject:", "\nX-Note: hand edit\nSubject:", 1))
+    assert check_series(load_series(patches)) == [f"differs from its re-export: {first.name}"]
+
+
+def test_export_writes_a_new_commit_as_a_new_patch(series, tmp_path):
+    patches = _copy_patches(series, tmp_path / "patches")
+    tree = materialise_tree(load_series(patches), tmp_path / "tree")
+    (tree / "docs").mkdir(exist_ok=True)
+    (tree / "docs" / "note.md").write_text("a note\n")
+    subprocess.run(["git", "-C", str(tree), "add", "docs/note.md"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(tree),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "[Docs] A note",
+        ],
+        check=True,
+    )
+    names = export_series(load_series(patches), tree, patches)
+    assert len(names) == len(series.patches) + 1
+    assert names[-1].endswith("-Docs-A-note.patch")
+    assert load_series(patches).patches[-1] == names[-1]
+    assert check_series(load_series(patches)) == []
+
+
+def test_a_patch_that_does_not_apply_names_patch_file_and_hunk(series, tmp_path):
+    patches = _copy_patches(series, tmp_path / "patches")
+    first = patches / series.patches[0]
+    text = first.read_text()
+    needle = "-    beta_val = tl.sigmoid(b_val).to(b.dtype.element_ty).to(tl.float32)\n"
+    assert needle in text
+    first.write_text(text.replace(needle, needle.replace("b_val", "b_value"), 1))
+    with pytest.raises(GdnParityError) as err:
+        materialise_tree(load_series(patches), tmp_path / "tree")
+    message = str(err.value)
+    assert first.name in message
+    assert "fla/fused_recurrent.py: @@ -" in message
+    assert not (tmp_path / "tree").exists()
+
+
+def test_cli_check_exits_zero_and_says_ok():
+    proc = subprocess.run(
+        [sys.executable, "-m", "gdn_parity.cli", "check"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "check ok" in proc.stdout
