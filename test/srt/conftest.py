@@ -24,11 +24,13 @@ import pytest  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))
 
 import interpreter_fixes  # noqa: E402
+import torchvision_shim  # noqa: E402
 from gdn_parity.base import cache_dir  # noqa: E402
 from gdn_parity.series import load_series  # noqa: E402
 from gdn_parity.tree import materialise_tree  # noqa: E402
 
 interpreter_fixes.install()
+torchvision_shim.install()
 # The test bed's own tree, apart from a developer's default tree (which may hold
 # unexported work); subprocesses of the tests inherit it.
 os.environ["GDN_PARITY_TREE"] = str(cache_dir() / "testbed-tree")
