@@ -12,25 +12,4 @@ from gpu_tree import lay_out
 lay_out(Path(".gpu/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl"), sorted(Path("patches").glob("*.patch")), Path("/tmp/gdn-parity-gpu"))
 PY
 python3 benchmark/gpu_verify_parity.py --tree /tmp/gdn-parity-gpu/patched --out "$OUT" 2>&1 | tail -120
-# The series' own upstream-style CUDA tests, from the patched tree.
-python3 - <<'PY' 2>&1 | tee "$OUT/upstream_tests.log" | tail -30
-import sys, unittest, importlib.util
-sys.path.insert(0, "benchmark")
-from gpu_tree import import_sglang_from
-from pathlib import Path
-tree = Path("/tmp/gdn-parity-gpu/patched")
-import_sglang_from(tree)
-# sglang.test.test_utils imports the whole serving stack (IPython, datasets, ...),
-# which the device image lacks; CustomTestCase only adds retries to TestCase.
-import types
-shim = types.ModuleType("sglang.test.test_utils")
-shim.CustomTestCase = unittest.TestCase
-sys.modules["sglang.test.test_utils"] = shim
-suite = unittest.TestSuite()
-for path in sorted(tree.glob("test/registered/unit/layers/attention/linear/kernels/test_gdn_*.py")):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
-    suite.addTests(unittest.defaultTestLoader.loadTestsFromModule(module))
-result = unittest.TextTestRunner(verbosity=2).run(suite)
-print("upstream tests:", "PASSED" if result.wasSuccessful() else "FAILED", result.testsRun, "run")
-PY
+bash benchmark/run_gpu_upstream_tests.sh

@@ -14,13 +14,25 @@ before any kernel runs.
 3. bf16 arithmetic. The interpreter stores bf16 as uint16 and applies numpy's
    float ops to the raw bits. The fix computes in fp32 and rounds the result to
    bf16 (to nearest even), as the GPU's bf16 instructions do for one operation.
+4. Autotuning. ``@triton.autotune`` benchmarks every config through the GPU
+   driver, and the interpreter has none ("0 active drivers"). The fix reports
+   equal timings, so the first config (after pruning) runs. Which config runs
+   only matters for speed on the GPU; no test compares interpreter numerics of
+   an autotuned kernel with a GPU's.
+5. A device context on CPU. sglang's fla ``input_guard`` enters
+   ``torch.<device>.device(index)``; on a machine without a GPU it falls back to
+   ``torch.cpu``, which has no such context manager in torch 2.13. The fix adds
+   one that does nothing (a CPU has one device).
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 import triton.language as tl
+from triton.runtime import autotuner
 from triton.runtime import interpreter as interp
 
 _installed = False
@@ -86,8 +98,12 @@ def _binary_op(original):
     return binary_op
 
 
+def _equal_timings(kernel_call, quantiles=None, **kwargs):
+    return [0.0] * len(quantiles) if quantiles else 0.0
+
+
 def install() -> None:
-    """Install the three fixes (idempotent)."""
+    """Install the five fixes (idempotent)."""
     global _installed
     if _installed:
         return
@@ -103,4 +119,7 @@ def install() -> None:
         ("create_fsub", np.subtract),
     ):
         setattr(builder, name, lambda self, lhs, rhs, op=op: self.binary_op(lhs, rhs, op))
+    autotuner.Autotuner.do_bench = property(lambda self: _equal_timings)
+    if not hasattr(torch.cpu, "device"):
+        torch.cpu.device = lambda index: contextlib.nullcontext()
     _installed = True

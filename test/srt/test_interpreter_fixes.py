@@ -52,3 +52,24 @@ def test_bf16_arithmetic_matches_torch():
     y = torch.empty_like(x)
     _bf16_mul_add_kernel[(1,)](x, w, y, N=128)
     assert torch.equal(y, x * w + x)
+
+
+@triton.autotune(
+    configs=[triton.Config({}, num_warps=1), triton.Config({}, num_warps=2)], key=["N"]
+)
+@triton.jit
+def _autotuned_copy_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+
+
+def test_autotuned_kernel_runs_without_a_gpu_driver():
+    x = torch.arange(16, dtype=torch.float32)
+    y = torch.zeros_like(x)
+    _autotuned_copy_kernel[(1,)](x, y, N=16)
+    assert torch.equal(x, y)
+
+
+def test_cpu_device_context_exists():
+    with torch.cpu.device(0):
+        assert torch.ones(1).device.type == "cpu"

@@ -1,0 +1,121 @@
+"""Patch 0003: an fp32 conv pool with bf16 activations (SGLANG_MAMBA_CONV_DTYPE=float32).
+
+1. The real ``GDNAttnBackend.forward_extend`` prefill branch that crashed with
+   "Index put requires the source and destination dtypes match" (sglang#31719,
+   #35150): a mamba track mask makes it snapshot raw activations into the pool.
+2. ``causal_conv1d_update`` with an fp32 conv state, single-token (decode's
+   fallback when the fused proj/conv kernel is ineligible) and multi-token with
+   intermediate windows (verify), against a float64 torch reference.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from test_gdn_backend_verify_route import CONV_DIM, HV, K, V, W, _layer
+
+
+def _extend_with_track(conv_dtype):
+    from sglang.srt.layers.attention.linear.gdn_backend import (
+        GDNAttnBackend,
+        GDNKernelDispatcher,
+    )
+    from sglang.srt.layers.attention.linear.utils import LinearAttnKernelBackend
+    from sglang.srt.layers.attention.mamba.mamba2_metadata import ForwardMetadata
+    from sglang.srt.mem_cache.memory_pool import MambaPool
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    gen = torch.Generator().manual_seed(5)
+    layer = _layer(gen)
+    seq, slots = 8, 3
+    conv = torch.zeros(slots, CONV_DIM, W - 1, dtype=conv_dtype)
+    state = MambaPool.State(conv=[conv], temporal=torch.zeros(slots, HV, V, K))
+    triton = LinearAttnKernelBackend.TRITON
+    backend = GDNAttnBackend.__new__(GDNAttnBackend)  # __init__ needs a ModelRunner
+    backend.kernel_dispatcher = GDNKernelDispatcher(triton, triton, triton)
+    backend.verify_exact_parity = False
+    backend.mis_metadata = None
+    backend._use_strided_target_verify_qkv = True
+    backend.requires_contiguous_prefill_state = False
+    backend.req_to_token_pool = SimpleNamespace(
+        size=slots, mamba_pool=SimpleNamespace(), mamba2_layer_cache=lambda layer_id: state
+    )
+    track_rows = torch.tensor([[2, 3, 4]])  # the conv window after token 4, into slot 2
+    backend.forward_metadata = ForwardMetadata(
+        query_start_loc=torch.tensor([0, seq], dtype=torch.int32),
+        mamba_cache_indices=torch.tensor([0], dtype=torch.int32),
+        has_mamba_track_mask=True,
+        track_conv_indices=track_rows,
+        conv_states_mask_indices=torch.tensor([2]),
+        track_ssm_h_src=torch.empty(0, dtype=torch.long),
+        track_ssm_h_dst=torch.empty(0, dtype=torch.long),
+        track_ssm_final_src=torch.empty(0, dtype=torch.long),
+        track_ssm_final_dst=torch.empty(0, dtype=torch.long),
+    )
+    batch = SimpleNamespace(
+        forward_mode=ForwardMode.EXTEND,
+        extend_prefix_lens=torch.zeros(1, dtype=torch.int32),
+        extend_seq_lens_cpu=[seq],
+        req_pool_indices=torch.tensor([0]),
+    )
+    x = torch.randn(seq, CONV_DIM, generator=gen).to(torch.bfloat16)
+    a = torch.randn(seq, HV, generator=gen).to(torch.bfloat16)
+    b = torch.randn(seq, HV, generator=gen).to(torch.bfloat16)
+    out = backend.forward_extend(layer, batch, mixed_qkv=x, a=a, b=b)
+    return out, conv, x[track_rows[0]].transpose(0, 1), x[-(W - 1) :].transpose(0, 1)
+
+
+def test_fp32_conv_pool_track_snapshot_stores_the_widened_activations(sglang_tree):
+    out, conv, tracked, final = _extend_with_track(torch.float32)
+    assert torch.equal(conv[2], tracked.float())
+    assert torch.equal(conv[0], final.float()), "the request's own slot: the final window"
+    assert not conv[1].any()
+    out_bf16, conv_bf16, _, _ = _extend_with_track(torch.bfloat16)
+    assert torch.equal(conv_bf16[2], tracked)
+    assert torch.equal(out, out_bf16), "a prefill from scratch does not read the pool"
+
+
+def _conv_reference(window: torch.Tensor, xs: torch.Tensor, weight: torch.Tensor):
+    """float64 causal conv + SiLU over tokens; returns outputs and windows after each."""
+    outs, windows = [], []
+    for t in range(xs.shape[-1]):
+        full = torch.cat([window, xs[..., t : t + 1]], dim=-1)  # [B, dim, W]
+        acc = (full * weight[None]).sum(-1)
+        outs.append(acc * torch.sigmoid(acc))
+        window = full[..., 1:]
+        windows.append(window)
+    return torch.stack(outs, -1), torch.stack(windows, 1)
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_conv_update_with_fp32_state_matches_float64(sglang_tree, steps):
+    from sglang.kernels.ops.mamba.causal_conv1d_triton import causal_conv1d_update
+
+    gen = torch.Generator().manual_seed(steps)
+    batch, dim = 2, 32
+    weight = torch.randn(dim, W, generator=gen).to(torch.bfloat16)
+    state = torch.randn(batch + 1, dim, W - 1, generator=gen)  # fp32 pool
+    x = torch.randn(batch, dim, steps, generator=gen).to(torch.bfloat16)
+    indices = torch.tensor([2, 0], dtype=torch.int32)
+    ref_out, ref_windows = _conv_reference(
+        state[indices.long()].double(), x.double(), weight.double()
+    )
+    pool = state.clone()
+    if steps == 1:
+        out = causal_conv1d_update(
+            x[..., 0], pool, weight, None, "silu", conv_state_indices=indices
+        ).unsqueeze(-1)
+    else:
+        windows = torch.zeros(batch, steps, dim, W - 1)
+        out = causal_conv1d_update(
+            x, pool, weight, None, "silu", conv_state_indices=indices,
+            intermediate_conv_window=windows,
+            intermediate_state_indices=torch.arange(batch, dtype=torch.int32),
+        )  # fmt: skip
+        # The saved window of every step holds the exact (widened) activations.
+        assert torch.equal(windows.double(), ref_windows)
+    assert pool.dtype == torch.float32
+    assert torch.equal(pool[indices.long()].double(), ref_windows[:, -1])
+    torch.testing.assert_close(out.double(), ref_out, rtol=2**-7, atol=1e-2)
