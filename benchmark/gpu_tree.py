@@ -1,10 +1,8 @@
-"""Lay out the base and the patched sglang on a machine without git access to PyPI.
+"""Lay out the base and the patched sglang on a machine without access to PyPI.
 
 The GPU machine has Python 3.12 and no registry, so the cp311 sglang wheel is
 unzipped rather than installed, and the series is applied with ``git apply``.
-Kernel modules are imported through a bare ``sglang`` package object: the
-package's ``__init__`` pulls in the whole serving stack, which the GPU image
-lacks, and none of it is needed to run a kernel.
+Kernel modules are then imported with ``gdn_parity.bare_import``.
 """
 
 from __future__ import annotations
@@ -12,9 +10,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import types
 import zipfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+
+from gdn_parity.bare_import import import_sglang_from  # noqa: E402,F401 (re-exported)
 
 
 def lay_out(wheel: Path, patches: list[Path], root: Path) -> dict[str, Path]:
@@ -30,11 +31,3 @@ def lay_out(wheel: Path, patches: list[Path], root: Path) -> dict[str, Path]:
     for patch in patches:
         subprocess.run(["git", "apply", str(patch.resolve())], cwd=patched, check=True)
     return {"base": base, "patched": patched}
-
-
-def import_sglang_from(tree: Path) -> None:
-    """Make ``import sglang.X`` load from ``tree/python`` without running sglang/__init__."""
-    package = types.ModuleType("sglang")
-    package.__path__ = [str(tree / "python" / "sglang")]
-    sys.modules["sglang"] = package
-    sys.path.insert(0, str(tree / "python"))

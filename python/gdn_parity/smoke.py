@@ -1,4 +1,7 @@
-"""``gdn-parity smoke``: import the patched GDN modules from a tree, in a fresh interpreter."""
+"""``gdn-parity smoke``: import the patched GDN modules from a tree, in a fresh interpreter.
+
+The modules are imported through a bare ``sglang`` package (see ``bare_import``).
+"""
 
 from __future__ import annotations
 
@@ -21,7 +24,10 @@ PATCHED_MODULES = (
 
 _PROBE = """
 import importlib, sys
-for name in sys.argv[1:]:
+from pathlib import Path
+from gdn_parity.bare_import import import_sglang_from
+import_sglang_from(Path(sys.argv[1]))
+for name in sys.argv[2:]:
     module = importlib.import_module(name)
     print(f"  {name}\\n    <- {module.__file__}")
 """
@@ -33,13 +39,12 @@ def smoke(tree: Path) -> str:
     env = dict(os.environ)
     env.update(
         {
-            "PYTHONPATH": str(python_dir),
             "TRITON_INTERPRET": "1",
             "SGLANG_CACHE_DIR": str(tree / ".sglang-cache"),
         }
     )
     proc = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", _PROBE, *PATCHED_MODULES],
+        [sys.executable, "-W", "ignore", "-c", _PROBE, str(tree), *PATCHED_MODULES],
         env=env,
         capture_output=True,
         text=True,

@@ -115,3 +115,13 @@ def test_cli_check_exits_zero_and_says_ok():
     )
     assert proc.returncode == 0, proc.stderr
     assert "check ok" in proc.stdout
+
+
+def test_cli_smoke_imports_the_patched_modules_from_the_tree(sglang_tree):
+    proc = subprocess.run(
+        [sys.executable, "-m", "gdn_parity.cli", "smoke"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    paths = [line.split("<- ")[1] for line in proc.stdout.splitlines() if "<- " in line]
+    assert len(paths) == 6
+    assert all(path.startswith(str(sglang_tree / "python" / "sglang")) for path in paths)
