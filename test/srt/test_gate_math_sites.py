@@ -1,8 +1,10 @@
 """Patch 0001: every GDN site computes the same g and beta (CPU, Triton interpreter).
 
 The sites are the real kernels of the patched tree: packed decode, the GDN path
-of the target-verify kernel, prefill gating and the ReplaySSM decode kernel.
-Their gates are read through the stored state (see ``gdn_probes.py``).
+of the target-verify kernel, prefill gating, and the ReplaySSM decode and spec
+kernels. Decode, verify and ReplaySSM decode are read through the stored state
+(see ``gdn_probes.py``); prefill gating returns g and beta, and the ReplaySSM
+spec kernel stores them in its ring.
 """
 
 from __future__ import annotations
@@ -117,6 +119,34 @@ def replayssm_decode(inputs, probe):
     return read_probe(state, probe)
 
 
+def replayssm_spec_decode(inputs, probe):
+    """GDN ReplaySSM spec verify: one request's window of N tokens; it stores each
+    token's g and beta in its ring (checkpoint slot 0 is the null block)."""
+    from sglang.kernels.ops.attention.linear.gdn_replayssm_spec_decode import (
+        gdn_replayssm_spec_decode,
+    )
+
+    n, h, hv, k_dim, v_dim, ring = inputs.N, inputs.H, inputs.HV, inputs.K, inputs.V, 4
+    mixed, _ = probe_rows(inputs, probe)
+    q, k, v = torch.split(mixed, [h * k_dim, h * k_dim, hv * v_dim], dim=-1)
+    g_ring, beta_ring = torch.zeros(1, hv, ring), torch.zeros(1, hv, ring)
+    one = torch.zeros(1, dtype=torch.int32)
+    gdn_replayssm_spec_decode(
+        q.reshape(n, h, k_dim), k.reshape(n, h, k_dim), v.reshape(n, hv, v_dim),
+        inputs.a, inputs.b, inputs.A_log, inputs.dt_bias, torch.zeros(2, hv, v_dim, k_dim),
+        torch.zeros(1, hv, ring, v_dim, dtype=mixed.dtype),
+        torch.zeros(1, h, ring, k_dim, dtype=mixed.dtype), g_ring,
+        torch.zeros(1, hv, ring, v_dim, dtype=mixed.dtype),
+        torch.zeros(1, h, ring, k_dim, dtype=mixed.dtype), beta_ring,
+        torch.empty(n, hv, v_dim, dtype=mixed.dtype),
+        query_start_loc=torch.tensor([0, n], dtype=torch.int32),
+        ssm_state_indices=one + 1, replay_indices=one, write_pos=one, cache_base=one,
+        is_flush=one.to(torch.int8), max_cache_len=ring, max_spec_len=n,
+        launch_mode="verify", dot_precision="ieee", block_v=v_dim, nk=1,
+    )  # fmt: skip
+    return _kernel_exp(g_ring[0].T) if probe == "g" else beta_ring[0].T
+
+
 def prefill_gating(inputs, probe):
     from sglang.kernels.ops.attention.linear.fused_gdn_gating import fused_gdn_gating
 
@@ -128,6 +158,7 @@ SITES = {
     "target_verify": target_verify,
     "prefill_gating": prefill_gating,
     "replayssm_decode": replayssm_decode,
+    "replayssm_spec_decode": replayssm_spec_decode,
 }
 
 
