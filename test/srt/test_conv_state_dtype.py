@@ -119,3 +119,30 @@ def test_conv_update_with_fp32_state_matches_float64(sglang_tree, steps):
     assert pool.dtype == torch.float32
     assert torch.equal(pool[indices.long()].double(), ref_windows[:, -1])
     torch.testing.assert_close(out.double(), ref_out, rtol=2**-7, atol=1e-2)
+
+
+def test_fp32_conv_pool_slot_copy_and_clear(sglang_tree):
+    """MambaPool's copy (COW, fork) and clear keep fp32 conv states exact.
+
+    The pool object is made without ``__init__`` (it allocates for a whole model
+    config); the fields the two methods read are set to real tensors. A non-bf16
+    (or non-CUDA) pool takes the per-tensor indexing path."""
+    from sglang.srt.mem_cache.memory_pool import MambaPool
+
+    gen = torch.Generator().manual_seed(9)
+    layers, slots = 2, 4
+    conv = torch.randn(layers, slots, CONV_DIM, W - 1, generator=gen)
+    temporal = torch.randn(layers, slots, HV, V, K, generator=gen)
+    pool = MambaPool.__new__(MambaPool)
+    pool.mamba_cache = MambaPool.State(conv=[conv], temporal=temporal)
+    pool._slot_siblings = []
+    pool.replayssm_write_pos = None
+    pool.debug_memory_pool = False
+    assert not pool._should_fuse_slot_ops()
+
+    source = conv[:, 1].clone()
+    pool.copy_from(torch.tensor([1]), torch.tensor([3]))
+    assert torch.equal(conv[:, 3], source) and conv.dtype == torch.float32
+    pool.clear_slots(torch.tensor([1]))
+    assert not conv[:, 1].any() and not temporal[:, 1].any()
+    assert torch.equal(conv[:, 3], source)
