@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from gdn_parity.base import cache_dir
 from gdn_parity.checkout import apply_to_checkout, checkout_state
 from gdn_parity.errors import GdnParityError
 from gdn_parity.export import check_series, export_series
@@ -16,7 +17,7 @@ from gdn_parity.package import (
     revert_package,
     site_packages_sglang,
 )
-from gdn_parity.plan import series_changes
+from gdn_parity.plan import FileChange, series_changes
 from gdn_parity.series import Series, load_series
 from gdn_parity.smoke import smoke
 from gdn_parity.tree import default_tree_dir, materialise_tree, record_tree
@@ -30,8 +31,9 @@ def _target(args: argparse.Namespace) -> Path:
     return Path(args.target).resolve()
 
 
-def _changes(series: Series):
-    return series_changes(materialise_tree(series))
+def _changes(series: Series) -> list[FileChange]:
+    """What the series does to each file, from a tree of its own (never a developer's)."""
+    return series_changes(materialise_tree(series, cache_dir() / "apply-tree"))
 
 
 def cmd_tree(args: argparse.Namespace, series: Series) -> int:
