@@ -95,7 +95,6 @@ def materialise_tree(series: Series, directory: Path | None = None) -> Path:
             raise GdnParityError(f"{directory} exists and is not a gdn-parity tree")
         source = base_repo(series)
         directory.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(directory, ignore_errors=True)
         git(
             directory.parent,
             "clone",
@@ -107,14 +106,12 @@ def materialise_tree(series: Series, directory: Path | None = None) -> Path:
         )
         git(directory, "checkout", "--quiet", "-B", TREE_BRANCH)
         git(directory, "config", DIGEST_KEY, "")
-        try:
-            _apply_series(directory, series)
-        except GdnParityError:
-            shutil.rmtree(directory)
-            raise
-        record_tree(directory, series)
-        return directory
-    _apply_series(directory, series)
+    try:
+        _apply_series(directory, series)
+    except GdnParityError:
+        # Nothing unexported can be lost: a reused tree was clean and exported.
+        shutil.rmtree(directory)
+        raise
     record_tree(directory, series)
     return directory
 
