@@ -4,7 +4,7 @@ set -euo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl
 export PYTHONPATH=/tmp/site SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 benchmark/gpu_step0_parity.py --wheel .gpu/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl --out "$OUT" patches/0001-*.patch
+python3 benchmark/gpu_step0_parity.py --wheel .gpu/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl --out "$OUT" patches/000[12]-*.patch
 # The patch's own upstream-style test, run from the patched tree.
 python3 - <<'PY' 2>&1 | tee "$OUT/upstream_test.log" || true
 import sys, unittest, importlib.util

@@ -3,7 +3,7 @@
 The tree (base + series) is materialised once per test session, and its
 ``python/`` directory goes first on ``sys.path``, so ``import sglang`` imports
 the patched package. Triton kernels run under ``TRITON_INTERPRET=1`` with the
-test-only fixes of ``interpreter_fixes.py``.
+fixes of ``gdn_parity.interpreter``.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ import pytest  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import interpreter_fixes  # noqa: E402
 import torchvision_shim  # noqa: E402
+from gdn_parity import interpreter  # noqa: E402
 from gdn_parity.base import cache_dir  # noqa: E402
 from gdn_parity.series import load_series  # noqa: E402
 from gdn_parity.tree import materialise_tree  # noqa: E402
 
-interpreter_fixes.install()
+interpreter.install()
 torchvision_shim.install()
 # The test bed's own tree, apart from a developer's default tree (which may hold
 # unexported work); subprocesses of the tests inherit it.

@@ -1,4 +1,4 @@
-"""Patch 0003: an fp32 conv pool with bf16 activations (SGLANG_MAMBA_CONV_DTYPE=float32).
+"""Patch 0004: an fp32 conv pool with bf16 activations (SGLANG_MAMBA_CONV_DTYPE=float32).
 
 1. The real ``GDNAttnBackend.forward_extend`` prefill branch that crashed with
    "Index put requires the source and destination dtypes match" (sglang#31719,

@@ -1,4 +1,4 @@
-"""Patch 0001: every GDN site computes the same g and beta (CPU, Triton interpreter).
+"""Patch 0002: every GDN site computes the same g and beta (CPU, Triton interpreter).
 
 The sites are the real kernels of the patched tree: packed decode, the GDN path
 of the target-verify kernel, prefill gating, and the ReplaySSM decode and spec

@@ -1,4 +1,4 @@
-"""Each test-only interpreter fix makes the interpreter agree with torch (and the GPU)."""
+"""Each fix of gdn_parity.interpreter makes the interpreter agree with torch (and the GPU)."""
 
 from __future__ import annotations
 
@@ -54,6 +54,24 @@ def test_bf16_arithmetic_matches_torch():
     assert torch.equal(y, x * w + x)
 
 
+@triton.jit
+def _bf16_dot_kernel(x_ptr, w_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs[:, None] * N + offs[None, :])
+    w = tl.load(w_ptr + offs[:, None] * N + offs[None, :])
+    tl.store(y_ptr + offs[:, None] * N + offs[None, :], tl.dot(x, w))
+
+
+def test_bf16_dot_multiplies_values_not_bits():
+    torch.manual_seed(0)
+    x = torch.randn(16, 16).to(torch.bfloat16)
+    w = torch.randn(16, 16).to(torch.bfloat16)
+    y = torch.empty(16, 16)
+    _bf16_dot_kernel[(1,)](x, w, y, N=16)
+    # bf16 products are exact in fp32; only the summation order may differ.
+    assert torch.allclose(y.double(), x.double() @ w.double(), rtol=0, atol=1e-5)
+
+
 @triton.autotune(
     configs=[triton.Config({}, num_warps=1), triton.Config({}, num_warps=2)], key=["N"]
 )
@@ -68,6 +86,27 @@ def test_autotuned_kernel_runs_without_a_gpu_driver():
     y = torch.zeros_like(x)
     _autotuned_copy_kernel[(1,)](x, y, N=16)
     assert torch.equal(x, y)
+
+
+@triton.jit
+def _nested_exp(x):
+    return tl.exp(x)
+
+
+@triton.jit
+def _nested_call_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, _nested_exp(tl.load(x_ptr + offs)) + tl.exp(tl.load(x_ptr + offs)))
+
+
+def test_builtins_are_patched_for_nested_calls_and_restored_after_the_launch():
+    before = (tl.exp, tl.core.tensor.__add__, exp_alias)
+    x = torch.linspace(-2, 2, 32)
+    for _ in range(2):  # the second launch uses the listed builtins
+        y = torch.empty_like(x)
+        _nested_call_kernel[(1,)](x, y, N=32)
+        assert torch.allclose(y, 2 * x.exp(), rtol=1e-6, atol=0)
+    assert (tl.exp, tl.core.tensor.__add__, exp_alias) == before
 
 
 def test_cpu_device_context_exists():

@@ -5,7 +5,7 @@ snapshot for step t equal what packed decode produces and stores when the same
 rows are fed one token at a time from the committed state. After the real
 commit of any accepted length, the persistent state equals Base decode's, and
 the next round continues from it. (sglang's scatter kernel refuses CPU tensors,
-so the commit here is the same byte copy in torch; the CUDA test in patch 0002
+so the commit here is the same byte copy in torch; the CUDA test in patch 0003
 and benchmark/gpu_verify_parity.py commit through the real kernel.)
 """
 

@@ -1,8 +1,8 @@
-"""Test-only fixes that make Triton's CPU interpreter compute what the GPU computes.
+"""Fixes that make Triton's CPU interpreter (``TRITON_INTERPRET=1``) compute what the GPU computes.
 
-Each fix changes the interpreter, never the code under test, and each has a test
-in ``test_interpreter_fixes.py``. They are installed once, by ``conftest.py``,
-before any kernel runs.
+The CPU runs of sglang's kernels (the test bed and ``gdn-parity demo --device
+cpu``) install them before any kernel runs. Each fix changes the interpreter,
+never the code under test, and each has a test in ``test_interpreter_fixes.py``.
 
 1. Builtin aliases. ``fla/op.py`` binds ``exp = tl.exp`` at import time. The
    compiler resolves such a global to the builtin; the interpreter only patches
@@ -23,11 +23,23 @@ before any kernel runs.
    ``torch.<device>.device(index)``; on a machine without a GPU it falls back to
    ``torch.cpu``, which has no such context manager in torch 2.13. The fix adds
    one that does nothing (a CPU has one device).
+6. bf16 ``tl.dot``. The interpreter multiplies the raw uint16 bits of bf16
+   operands as integers, so the chunked prefill kernels (``chunk_gated_delta_rule``)
+   return garbage states. The fix widens bf16 operands to fp32 (exactly) before
+   the fp32-accumulated matmul, as the GPU's tensor cores compute bf16 products.
+   fp32 operands are left as they are: the GPU may round them to TF32, the
+   interpreter does not, so prefill is never bitwise-compared with a GPU.
+7. Launch cost (speed only). On every launch, and on every call of a nested
+   ``@triton.jit`` function, the interpreter walks ``triton.language`` with
+   ``inspect.getmembers`` to find the builtins it patches, which is a quarter of
+   the demo's run time. The fix lists each package's builtins once and patches
+   the same members the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import numpy as np
 import torch
@@ -58,15 +70,38 @@ class _GlobalsView:
 
 
 def _patch_lang_with_aliases(original):
+    aliases: dict[int, list[tuple[str, object]]] = {}
+
     def patched(fn):
         scope = original(fn)
-        view = _GlobalsView(fn.__globals__)
-        for name, member in list(fn.__globals__.items()):
-            if tl.core.is_builtin(member):
-                interp._patch_attr(view, name, member, interp.interpreter_builder, scope)
+        namespace = fn.__globals__
+        if id(namespace) not in aliases:
+            aliases[id(namespace)] = [
+                (name, member) for name, member in namespace.items() if tl.core.is_builtin(member)
+            ]
+        view = _GlobalsView(namespace)
+        for name, member in aliases[id(namespace)]:
+            interp._patch_attr(view, name, member, interp.interpreter_builder, scope)
         return scope
 
     return patched
+
+
+def _cached_builtins(original):
+    """``_patch_builtin`` with each package's builtins listed once, not on every launch."""
+    members: dict[int, list[tuple[str, object]]] = {}
+
+    def patch_builtin(pkg, builder, scope):
+        if id(pkg) not in members:
+            members[id(pkg)] = [
+                (name, member)
+                for name, member in inspect.getmembers(pkg)
+                if tl.core.is_builtin(member)
+            ]
+        for name, member in members[id(pkg)]:
+            interp._patch_attr(pkg, name, member, builder, scope)
+
+    return patch_builtin
 
 
 def _bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -98,16 +133,27 @@ def _binary_op(original):
     return binary_op
 
 
+def _dot(original):
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if a.dtype.scalar == tl.bfloat16 and b.dtype.scalar == tl.bfloat16:
+            a = interp.TensorHandle(_bf16_bits_to_f32(a.data), tl.float32)
+            b = interp.TensorHandle(_bf16_bits_to_f32(b.data), tl.float32)
+        return original(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    return create_dot
+
+
 def _equal_timings(kernel_call, quantiles=None, **kwargs):
     return [0.0] * len(quantiles) if quantiles else 0.0
 
 
 def install() -> None:
-    """Install the five fixes (idempotent)."""
+    """Install the seven fixes (idempotent)."""
     global _installed
     if _installed:
         return
     builder = interp.InterpreterBuilder
+    interp._patch_builtin = _cached_builtins(interp._patch_builtin)
     interp._patch_lang = _patch_lang_with_aliases(interp._patch_lang)
     builder.cast_impl = _cast_impl(builder.cast_impl)
     builder.create_fp_trunc = lambda self, src, dst_type: self.cast_impl(src, dst_type)
@@ -119,6 +165,7 @@ def install() -> None:
         ("create_fsub", np.subtract),
     ):
         setattr(builder, name, lambda self, lhs, rhs, op=op: self.binary_op(lhs, rhs, op))
+    builder.create_dot = _dot(builder.create_dot)
     autotuner.Autotuner.do_bench = property(lambda self: _equal_timings)
     if not hasattr(torch.cpu, "device"):
         torch.cpu.device = lambda index: contextlib.nullcontext()

@@ -1,0 +1,65 @@
+"""The demo's figure: per-layer GDN state divergence from Base against verify round.
+
+One panel per (speculative mode, variant); one line per GDN layer, the max
+absolute difference of the committed SSM state from Base decode's at the same
+position. A dotted line marks the first token divergence; rounds after it have
+no Base counterpart and are not drawn. Bitwise-equal panels say so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gdn_parity.issue35150 import first_divergence
+
+
+def _divergence_round(mode: dict, base_tokens: list[int], prompt_len: int) -> int | None:
+    index = first_divergence(base_tokens, mode["tokens"])
+    if index is None:
+        return None
+    for d in mode["diffs"]:
+        if d["pos"] - prompt_len >= index:
+            return d["round"]
+    return None
+
+
+def write_figure(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [m["label"] for m in results[0]["modes"]]
+    fig, axes = plt.subplots(
+        len(labels),
+        len(results),
+        figsize=(4.2 * len(results), 2.2 * len(labels)),
+        sharex="row",
+        sharey=True,
+        squeeze=False,
+    )
+    for col, result in enumerate(results):
+        for row, mode in enumerate(result["modes"]):
+            ax = axes[row][col]
+            on_path = [d for d in mode["diffs"] if d["on_path"]]
+            rounds = [d["round"] for d in on_path]
+            for i, layer in enumerate(result["gdn_layers"]):
+                ax.plot(rounds, [d["ssm_max"][i] for d in on_path], label=f"layer {layer}", lw=1.2)
+            ax.set_yscale("symlog", linthresh=1e-8)
+            stop = _divergence_round(mode, result["base"]["tokens"], result["prompt_len"])
+            if stop is not None:
+                ax.axvline(stop, color="k", ls=":", lw=1)
+            if on_path and all(max(d["ssm_max"] + d["conv_max"]) == 0 for d in on_path):
+                ax.text(0.5, 0.5, "bitwise equal", ha="center", va="center", transform=ax.transAxes)
+            if row == 0:
+                ax.set_title(result["variant"])
+            if col == 0:
+                ax.set_ylabel(f"{mode['label']}\nmax |dSSM|", fontsize=8)
+            if row == len(labels) - 1:
+                ax.set_xlabel("verify round")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("GDN state vs Base decode, committed after each round (dotted: tokens diverge)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

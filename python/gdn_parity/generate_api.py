@@ -1,0 +1,94 @@
+"""A client of sglang's native ``POST /generate`` (JSON, non-streaming), as 0.5.23 defines it.
+
+The request is a ``GenerateRequest`` of ``sglang/api/v1/api_types.py``
+(``input_ids``, ``sampling_params``, ``stream``, ``rid``); the answer is a
+``GenerateResponse``: ``output_ids`` and ``meta_info``, in which the tokenizer
+manager adds the speculative-decoding counters (``spec_*``). Standard library
+only, so it runs next to any server.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gdn_parity.errors import GdnParityError
+
+# What sglang 0.5.23's tokenizer manager puts in meta_info for a speculative request
+# (spec_accept_histogram is the name in some later builds, as in sglang#35150).
+SPEC_METRICS = (
+    "spec_accept_rate",
+    "spec_accept_length",
+    "spec_num_correct_drafts",
+    "spec_num_proposed_drafts",
+    "spec_verify_ct",
+    "spec_correct_drafts_histogram",
+    "spec_accept_histogram",
+)
+
+
+def greedy_payload(input_ids: Sequence[int], max_new_tokens: int, rid: str) -> dict:
+    """The request of sglang#35150: greedy, ``ignore_eos``, not streamed."""
+    return {
+        "input_ids": list(input_ids),
+        "sampling_params": {
+            "temperature": 0.0,
+            "top_p": 1.0,
+            "top_k": -1,
+            "max_new_tokens": max_new_tokens,
+            "ignore_eos": True,
+        },
+        "stream": False,
+        "rid": rid,
+    }
+
+
+@dataclass(frozen=True)
+class Generation:
+    output_ids: list[int]
+    meta_info: dict
+
+    @property
+    def spec_metrics(self) -> dict:
+        return {k: self.meta_info[k] for k in SPEC_METRICS if k in self.meta_info}
+
+
+def generate(base_url: str, payload: dict, timeout: float) -> Generation:
+    """POST ``payload`` to ``base_url/generate``; a clear error for every way it can fail."""
+    url = base_url.rstrip("/") + "/generate"
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")[:500]
+        raise GdnParityError(f"{url} answered HTTP {exc.code}: {detail}") from exc
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, TimeoutError | socket.timeout):
+            raise GdnParityError(f"{url} did not answer within {timeout:g} s") from exc
+        raise GdnParityError(f"{url} is unreachable: {exc.reason}") from exc
+    except (TimeoutError, socket.timeout) as exc:
+        raise GdnParityError(f"{url} did not answer within {timeout:g} s") from exc
+    try:
+        answer = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise GdnParityError(f"{url} answered with something that is not JSON: {body[:200]!r}") from exc
+    if not isinstance(answer, dict) or not isinstance(answer.get("output_ids"), list):
+        keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
+        raise GdnParityError(
+            f"{url} answered without output_ids (got {keys}): is it sglang's /generate, "
+            "and was the request sent with input_ids?"
+        )
+    if not all(isinstance(i, int) for i in answer["output_ids"]):
+        raise GdnParityError(f"{url} answered with output_ids that are not all integers")
+    meta_info = answer.get("meta_info")
+    return Generation(answer["output_ids"], meta_info if isinstance(meta_info, dict) else {})
