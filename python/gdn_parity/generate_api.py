@@ -76,12 +76,14 @@ def generate(base_url: str, payload: dict, timeout: float) -> Generation:
         if isinstance(exc.reason, TimeoutError | socket.timeout):
             raise GdnParityError(f"{url} did not answer within {timeout:g} s") from exc
         raise GdnParityError(f"{url} is unreachable: {exc.reason}") from exc
-    except (TimeoutError, socket.timeout) as exc:
+    except TimeoutError as exc:
         raise GdnParityError(f"{url} did not answer within {timeout:g} s") from exc
     try:
         answer = json.loads(body)
     except json.JSONDecodeError as exc:
-        raise GdnParityError(f"{url} answered with something that is not JSON: {body[:200]!r}") from exc
+        raise GdnParityError(
+            f"{url} answered with something that is not JSON: {body[:200]!r}"
+        ) from exc
     if not isinstance(answer, dict) or not isinstance(answer.get("output_ids"), list):
         keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
         raise GdnParityError(

@@ -128,7 +128,7 @@ def diff_traces(base: Trace, spec: Trace, rid: str | None = None) -> Diff:
                 continue
             if r["checkpoint"] in COMMITTED:
                 committed.setdefault((r["pos"], r["layer"]), r)
-            if r["checkpoint"] in ("decode_input", "verify_input"):
+            if r["checkpoint"] in ("decode_input", "verify_input") and "token" in r:
                 tokens[r["token_pos"]] = r["token"]
         records = sorted((r for r in spec.records if r["rid"] == spec_rid), key=_key)
         # A round's rows, by (first position, step): a step is on base's path only if
@@ -145,9 +145,7 @@ def diff_traces(base: Trace, spec: Trace, rid: str | None = None) -> Diff:
                     diff.token_divergence = (spec_rid, r["token_pos"], expected, r["token"])
             if r["checkpoint"] == "verify_step":
                 start = r["token_pos"] - r["step"]
-                if any(
-                    tokens.get(start + s) != rows.get((start, s)) for s in range(r["step"] + 1)
-                ):
+                if any(tokens.get(start + s) != rows.get((start, s)) for s in range(r["step"] + 1)):
                     diff.off_path += 1
                     continue
             other = committed.get((r["pos"], r["layer"]))
@@ -182,8 +180,9 @@ def context_table(diff: Diff, around: Comparison, context: int) -> list[str]:
         if abs(c.record["pos"] - pos) <= context:
             groups.setdefault((c.record["rid"], *_key(c.record)[:3]), []).append(c)
     layers = sorted({c.record["layer"] for cs in groups.values() for c in cs})
+    title = "layers " + " ".join(map(str, layers))
     lines = [
-        f"  {'pos':>5}  {'checkpoint':<16} {'layers ' + ' '.join(map(str, layers)):<{3 * len(layers) + 7}}"
+        f"  {'pos':>5}  {'checkpoint':<16} {title:<{3 * len(layers) + 7}}"
         f"  layer {layer} ssm l2: base / spec"
     ]
     for cs in groups.values():

@@ -52,3 +52,43 @@ def sglang_tree(series) -> Path:
 
     assert Path(sglang.__file__).is_relative_to(tree), sglang.__file__
     return tree
+
+
+LEGACY_TOKENS = 32
+
+
+@pytest.fixture(scope="session")
+def legacy_run(series, tmp_path_factory) -> dict:
+    """The drift harness on sglang 0.5.23's kernels, in a worker of its own, with traces.
+
+    The 0.5.23 tree cannot be imported beside the patched one, so this is the
+    demo's own worker process; its result is the JSON it writes.
+    """
+    import json
+    import subprocess
+
+    from gdn_parity.drift.modes import Mode
+    from gdn_parity.drift.variants import variant_named, variant_tree
+    from gdn_parity.drift.worker import Job
+    from gdn_parity.issue35150 import INPUT_IDS
+
+    out = tmp_path_factory.mktemp("legacy-run")
+    job = Job(
+        variant="0.5.23",
+        tree=str(variant_tree(series, variant_named("0.5.23"))),
+        exact_parity=False,
+        size="tiny",
+        device="cpu",
+        prompt=list(INPUT_IDS),
+        tokens=LEGACY_TOKENS,
+        modes=[Mode("forced-reject", 1), Mode("natural", 2, 0.7)],
+        trace_dir=str(out / "trace"),
+        out=str(out / "result.json"),
+    )
+    (out / "job.json").write_text(job.to_json())
+    subprocess.run(
+        [sys.executable, "-m", "gdn_parity.drift.worker", str(out / "job.json")],
+        check=True,
+        capture_output=True,
+    )
+    return json.loads((out / "result.json").read_text())

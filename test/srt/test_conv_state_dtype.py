@@ -14,7 +14,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from test_gdn_backend_verify_route import CONV_DIM, HV, K, V, W, _layer
+
+from backend_rig import Shape, make_layer
+
+S = Shape(n=1, d=1, h=2, hv=4, k=16, v=16)
+CONV_DIM, HV, K, V, W = S.conv_dim, S.hv, S.k, S.v, S.w
 
 
 def _extend_with_track(conv_dtype):
@@ -28,7 +32,7 @@ def _extend_with_track(conv_dtype):
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
     gen = torch.Generator().manual_seed(5)
-    layer = _layer(gen)
+    layer = make_layer(0, S, gen, "cpu")
     seq, slots = 8, 3
     conv = torch.zeros(slots, CONV_DIM, W - 1, dtype=conv_dtype)
     state = MambaPool.State(conv=[conv], temporal=torch.zeros(slots, HV, V, K))
@@ -36,6 +40,7 @@ def _extend_with_track(conv_dtype):
     backend = GDNAttnBackend.__new__(GDNAttnBackend)  # __init__ needs a ModelRunner
     backend.kernel_dispatcher = GDNKernelDispatcher(triton, triton, triton)
     backend.verify_exact_parity = False
+    backend.state_trace = None
     backend.mis_metadata = None
     backend._use_strided_target_verify_qkv = True
     backend.requires_contiguous_prefill_state = False

@@ -34,6 +34,7 @@ class DemoPlan:
     tokens: int
     modes: list[Mode]
     ssm_dtype: str
+    attention: str
     seed: int
     out_dir: Path
     trace_dir: Path | None
@@ -103,11 +104,7 @@ def _run_workers(jobs: list[Job], parallel: int, device: str, bar: _Bar) -> list
     return [results[i] for i in range(len(jobs))]
 
 
-def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool]:
-    """Run the plan; return the report and whether exact parity held in every mode."""
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
-    raw_dir = plan.out_dir / "raw"
-    raw_dir.mkdir(exist_ok=True)
+def _run_variants(series: Series, plan: DemoPlan, raw_dir: Path) -> list[dict]:
     jobs = [
         Job(
             variant=v.name,
@@ -119,6 +116,7 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool]:
             tokens=plan.tokens,
             modes=plan.modes,
             ssm_dtype=plan.ssm_dtype,
+            attention=plan.attention,
             seed=plan.seed,
             trace_dir=str(plan.trace_dir) if plan.trace_dir else None,
             out=str(raw_dir / f"{v.name}.json"),
@@ -127,12 +125,22 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool]:
     ]
     bar = _Bar(sum(j.progress_total for j in jobs))
     try:
-        results = _run_workers(jobs, plan.jobs, plan.device, bar)
+        return _run_workers(jobs, plan.jobs, plan.device, bar)
     finally:
         bar.close()
+
+
+def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
+    """Run the plan; return the report and whether exact parity held in every mode.
+
+    None when the plan has no exact-parity variant.
+    """
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as raw_dir:
+        results = _run_variants(series, plan, Path(raw_dir))
     table = rows(results)
     parity = [r for r in table if r.variant == "exact-parity" and r.label != "base"]
-    holds = bool(parity) and all(r.bitwise for r in parity)
+    holds = all(r.bitwise for r in parity) if parity else None
     report = _report(plan, results, markdown_table(table), holds)
     (plan.out_dir / "demo.md").write_text(report)
     (plan.out_dir / "demo.json").write_text(json.dumps(results, indent=1))
@@ -142,11 +150,11 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool]:
     return report, holds
 
 
-def _report(plan: DemoPlan, results: list[dict], table: str, holds: bool) -> str:
+def _report(plan: DemoPlan, results: list[dict], table: str, holds: bool | None) -> str:
     bases = {r["variant"]: r["base"]["sha256"] for r in results}
     lines = [
         f"# gdn-parity demo: {plan.size} model on {plan.device}, {plan.tokens} tokens, "
-        f"{plan.ssm_dtype} SSM pool",
+        f"{plan.ssm_dtype} SSM pool, {plan.attention} attention",
         "",
         "Each mode is compared with its own variant's Base greedy decode. Variants: "
         + "; ".join(f"{v.name} = {v.description}" for v in plan.variants)
@@ -156,7 +164,7 @@ def _report(plan: DemoPlan, results: list[dict], table: str, holds: bool) -> str
         "Base decode is the same in every variant: "
         + ("yes" if len(set(bases.values())) == 1 else f"NO ({bases})"),
     ]
-    if any(r["variant"] == "exact-parity" for r in results):
+    if holds is not None:
         lines.append(
             "exact parity: "
             + (

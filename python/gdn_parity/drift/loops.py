@@ -19,6 +19,7 @@ import torch
 from gdn_parity.drift.model import HybridModel, Snapshot
 from gdn_parity.drift.modes import Mode, Progress
 
+
 @dataclass(frozen=True)
 class RoundDiff:
     """The committed state after one round against Base's at the same position."""
@@ -37,7 +38,7 @@ class RunResult:
     rounds: int = 0
     proposed: int = 0
     accepted: int = 0
-    # Rounds by accepted drafts, grown as sglang's Req.update_spec_correct_drafts_histogram grows it.
+    # Rounds by accepted drafts, grown as sglang's update_spec_correct_drafts_histogram does.
     histogram: list[int] = field(default_factory=list)
     diffs: list[RoundDiff] = field(default_factory=list)
 
@@ -92,7 +93,8 @@ def _argmax(logits: torch.Tensor) -> list[int]:
 
 
 def prefill(model: HybridModel, prompt: list[int]) -> tuple[Snapshot, int]:
-    """Prefill the prompt; return the state after it and the first output token."""
+    """Prefill the prompt on a fresh state; return the state after it and the first token."""
+    model.clear()
     logits = model.forward(prompt, 0, "prefill")
     return model.snapshot(), _argmax(logits[-1:])[0]
 

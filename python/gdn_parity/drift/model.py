@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from gdn_parity.drift import rowwise
-from gdn_parity.drift.attention import AttentionLayer, KVCache
+from gdn_parity.drift.attention import AttentionLayer, KVCache, load_triton_attention
 from gdn_parity.drift.commit import commit_verify
 from gdn_parity.drift.config import ModelConfig
 from gdn_parity.drift.gdn import GDNLayer, GDNPools, TraceStep
@@ -23,6 +23,7 @@ from gdn_parity.drift.kernels import SglangKernels
 from gdn_parity.drift.weights import DTYPE, ModelWeights
 
 PHASES = ("prefill", "decode", "verify")
+ATTENTION = ("torch", "sglang-triton")
 
 
 @dataclass
@@ -46,6 +47,7 @@ class HybridModel:
         ssm_dtype: torch.dtype = torch.bfloat16,
         conv_dtype: torch.dtype = torch.bfloat16,
         rid: str = "req-0",
+        attention: str = "torch",
     ):
         self.c = config
         self.w = weights
@@ -59,6 +61,9 @@ class HybridModel:
         self.pools = GDNPools(config, 1, ssm_dtype, conv_dtype, device)
         self.cache = KVCache(config, max_len, DTYPE, device)
         self.lm_head = weights.lm_head.float()
+        if attention not in ATTENTION:
+            raise ValueError(f"attention must be one of {ATTENTION}")
+        triton = load_triton_attention() if attention == "sglang-triton" else None
         self.mixers: list[GDNLayer | AttentionLayer] = []
         gdn_index = attn_index = 0
         for layer, lw in enumerate(weights.layers):
@@ -66,7 +71,7 @@ class HybridModel:
                 self.mixers.append(GDNLayer(layer, gdn_index, lw.mixer, config, kernels))
                 gdn_index += 1
             else:
-                self.mixers.append(AttentionLayer(attn_index, lw.mixer, config))
+                self.mixers.append(AttentionLayer(attn_index, lw.mixer, config, triton))
                 attn_index += 1
         self.trace: Any = None  # a GDNStateTrace while a traced run is in progress
 
@@ -76,8 +81,16 @@ class HybridModel:
         self.pools = GDNPools(self.c, draft_tokens, self.ssm_dtype, self.conv_dtype, self.device)
         self.pools.load(self.slot, state)
 
+    def clear(self) -> None:
+        """A fresh request: zero state, as sglang zeroes a newly allocated mamba slot."""
+        self.pools.load(self.slot, tuple(torch.zeros_like(t) for t in self.pools.state(self.slot)))
+        self.cache.keys.zero_()
+        self.cache.values.zero_()
+
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.pools.state(self.slot), self.cache.keys.clone(), self.cache.values.clone())
+        return Snapshot(
+            self.pools.state(self.slot), self.cache.keys.clone(), self.cache.values.clone()
+        )
 
     def restore(self, snapshot: Snapshot) -> None:
         self.pools.load(self.slot, snapshot.gdn)
@@ -108,18 +121,22 @@ class HybridModel:
         for mixer, lw in zip(self.mixers, self.w.layers, strict=True):
             normed = [rowwise.rms_norm(r, lw.input_norm, c.rms_eps) for r in rows]
             if isinstance(mixer, AttentionLayer):
-                outs = [
-                    mixer.forward_row(x, p, self.cache) for x, p in zip(normed, positions, strict=True)
-                ]
+                outs = mixer.forward_rows(normed, start, phase, self.cache)
             else:
                 outs = self._gdn_rows(mixer, normed, phase, exact_parity, trace)
             rows = [r + o for r, o in zip(rows, outs, strict=True)]
             rows = [
-                r + rowwise.swiglu(rowwise.rms_norm(r, lw.post_norm, c.rms_eps), lw.gate, lw.up, lw.down)
+                r
+                + rowwise.swiglu(
+                    rowwise.rms_norm(r, lw.post_norm, c.rms_eps), lw.gate, lw.up, lw.down
+                )
                 for r in rows
             ]
         return torch.cat(
-            [F.linear(rowwise.rms_norm(r, self.w.final_norm, c.rms_eps).float(), self.lm_head) for r in rows]
+            [
+                F.linear(rowwise.rms_norm(r, self.w.final_norm, c.rms_eps).float(), self.lm_head)
+                for r in rows
+            ]
         )
 
     def _gdn_rows(self, layer: GDNLayer, normed, phase, exact_parity, trace) -> list[torch.Tensor]:

@@ -42,7 +42,9 @@ def rows(results: list[dict]) -> list[Row]:
     for result in results:
         base = result["base"]["tokens"]
         table.append(
-            Row(result["variant"], "base", len(base), "-", None, None, "-", result["base"]["sha256"])
+            Row(
+                result["variant"], "base", len(base), "-", None, None, "-", result["base"]["sha256"]
+            )
         )
         for mode in result["modes"]:
             index = first_divergence(base, mode["tokens"])

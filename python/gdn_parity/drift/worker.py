@@ -30,6 +30,7 @@ class Job:
     tokens: int
     modes: list[Mode]
     ssm_dtype: str = "bfloat16"
+    attention: str = "torch"
     seed: int = 0
     trace_dir: str | None = None
     out: str = ""
@@ -73,6 +74,7 @@ class _Tracer:
                 "variant": self.job.variant,
                 "mode": label,
                 "gdn_verify_exact_parity": self.job.exact_parity,
+                "attention": self.job.attention,
                 "speculative_num_draft_tokens": draft_tokens,
             },
         }
@@ -108,6 +110,7 @@ def run_job(job: Job, progress: Progress) -> dict:
         max_len=len(job.prompt) + job.tokens + max([m.gamma for m in job.modes] + [0]) + 1,
         ssm_dtype=getattr(torch, job.ssm_dtype),
         rid="demo",
+        attention=job.attention,
     )
     tracer = _Tracer(job, kernels, model)
     start, first = loops.prefill(model, job.prompt)
@@ -153,6 +156,7 @@ def run_job(job: Job, progress: Progress) -> dict:
         "device": job.device,
         "size": job.size,
         "ssm_dtype": job.ssm_dtype,
+        "attention": job.attention,
         "gdn_layers": config.gdn_layers,
         "prompt_len": len(job.prompt),
         "base": {"tokens": base.tokens, "sha256": ids_sha256(base.tokens)},

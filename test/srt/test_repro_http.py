@@ -1,0 +1,245 @@
+"""gdn-parity repro over real HTTP: harness servers speaking sglang's /generate, and bad servers.
+
+The harness servers run the drift harness's model (the real kernels of one
+numerics variant) behind sglang's request and response contract; the oracle
+for what they must answer is the demo's own worker run of the same request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+import urllib.request
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from conftest import LEGACY_TOKENS
+from gdn_parity.generate_api import greedy_payload
+from gdn_parity.issue35150 import INPUT_IDS
+
+
+def _sha(ids: list[int]) -> str:
+    """How sglang#35150 hashes token ids."""
+    return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
+
+
+def test_the_embedded_request_is_the_issues():
+    assert len(INPUT_IDS) == 24
+    assert _sha(INPUT_IDS) == "f3d5baaf2ddb361d0d9fbff4add8071e24718908f76ae350ced01927dd87fcd0"
+
+
+@contextmanager
+def _harness_server(*args: str):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gdn_parity.cli", "harness-server", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert "listening on http://" in line, f"the server did not start: {line!r}"
+        yield line.split("listening on ")[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _repro(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gdn_parity.cli", "repro", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def legacy_servers(series, tmp_path_factory):
+    trace = tmp_path_factory.mktemp("server-traces")
+    common = ["--variant", "0.5.23", "--trace"]
+    with (
+        _harness_server(*common, str(trace / "base"), "--mode", "base") as base,
+        _harness_server(*common, str(trace / "spec"), "--mode", "forced-reject") as spec,
+    ):
+        yield base, spec, trace
+
+
+def test_the_payload_is_a_sglang_generate_request(sglang_tree):
+    from sglang.api.v1.api_types import GenerateRequest
+
+    request = GenerateRequest.from_json_value(greedy_payload(INPUT_IDS, 96, "r-0"))
+    params = request.sampling_params
+    assert request.input_ids == list(INPUT_IDS) and request.rid == "r-0"
+    assert request.stream is False
+    assert (params.temperature, params.top_p, params.top_k) == (0.0, 1.0, -1)
+    assert (params.max_new_tokens, params.ignore_eos) == (96, True)
+
+
+def test_repro_against_0523_servers_reports_what_the_harness_computes(legacy_servers, legacy_run):
+    base_url, spec_url, trace = legacy_servers
+    proc = _repro(
+        "--base-url", base_url, "--spec-url", spec_url, "--max-new-tokens", str(LEGACY_TOKENS)
+    )  # fmt: skip
+    forced = next(m for m in legacy_run["modes"] if m["mode"]["kind"] == "forced-reject")
+    base_tokens, spec_tokens = legacy_run["base"]["tokens"], forced["tokens"]
+    out = proc.stdout
+    assert "sglang#35150's request" in out
+    assert f"output sha256 {_sha(base_tokens)}" in out
+    assert f"output sha256 {_sha(spec_tokens)}" in out
+    pairs = enumerate(zip(base_tokens, spec_tokens, strict=True))
+    index = next((i for i, (x, y) in pairs if x != y), None)
+    if index is None:
+        assert proc.returncode == 0 and "identical" in out
+    else:
+        assert proc.returncode == 1, proc.stderr
+        assert (
+            f"first divergence: output index {index}: base {base_tokens[index]}, "
+            f"spec {spec_tokens[index]}"
+        ) in out
+    rounds = LEGACY_TOKENS - 1
+    assert "spec_accept_rate=0.0 " in out
+    assert f"spec_verify_ct={rounds} spec_correct_drafts_histogram=[{rounds}]" in out
+
+    # The servers' traces localize what the demo's traces localize.
+    diff = subprocess.run(
+        [sys.executable, "-m", "gdn_parity.cli", "trace-diff",
+         str(trace / "base" / "gdn_state_trace.tp0.pp0.jsonl"),
+         str(trace / "spec" / "gdn_state_trace.tp0.pp0.jsonl")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert diff.returncode == 1
+    expected = subprocess.run(
+        [sys.executable, "-m", "gdn_parity.cli", "trace-diff",
+         legacy_run["traces"]["base"], legacy_run["traces"][forced["label"]]],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    first = [line for line in diff.stdout.splitlines() if line.startswith("first divergence")]
+    assert first and first[0] in expected.stdout
+
+
+def test_repro_against_exact_parity_servers_is_identical(series):
+    common = ["--variant", "exact-parity"]
+    with (
+        _harness_server(*common, "--mode", "base") as base,
+        _harness_server(*common, "--mode", "forced-reject", "--gamma", "2") as spec,
+    ):
+        proc = _repro(
+            "--base-url", base, "--spec-url", spec, "--max-new-tokens", "12", "--repeats", "2"
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.count("identical: spec equals base for all 12 tokens") == 2
+        assert "(1 distinct output(s) in 2 runs)" in proc.stdout
+        for body, message in (
+            ({"input_ids": [1], "sampling_params": {"bogus": 1}}, "unknown field `bogus`"),
+            ({"input_ids": [1], "sampling_params": {"temperature": 0.7}}, "temperature 0"),
+            ({"text": "hello"}, "input_ids"),
+        ):
+            request = urllib.request.Request(
+                base + "/generate", data=json.dumps(body).encode(), method="POST"
+            )
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(request, timeout=60)
+            assert err.value.code == 400
+            assert message in json.loads(err.value.read())["error"]
+
+
+# Servers that answer badly, or not at all.
+
+
+@contextmanager
+def _stub(respond):
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            respond(self)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+
+
+def _reply(status: int, body: bytes):
+    def respond(handler):
+        handler.send_response(status)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return respond
+
+
+def _outputs(ids: list[int], meta: dict | None = None):
+    return _reply(
+        200, json.dumps({"text": "", "output_ids": ids, "meta_info": meta or {}}).encode()
+    )
+
+
+def test_a_divergence_is_reported_with_its_index_tokens_and_metrics():
+    meta = {"spec_accept_rate": 0.0, "spec_verify_ct": 3, "spec_correct_drafts_histogram": [3]}
+    with _stub(_outputs([5, 6, 7, 8])) as base, _stub(_outputs([5, 6, 9, 8], meta)) as spec:
+        proc = _repro("--base-url", base, "--spec-url", spec, "--max-new-tokens", "4")
+    assert proc.returncode == 1
+    assert "first divergence: output index 2: base 7, spec 9; indices 0..1 match" in proc.stdout
+    assert (
+        "spec metrics: spec_accept_rate=0.0 spec_verify_ct=3 spec_correct_drafts_histogram=[3]"
+        in proc.stdout
+    )
+    assert f"output sha256 {_sha([5, 6, 9, 8])} (4 tokens)" in proc.stdout
+
+
+def test_input_ids_come_from_a_file(tmp_path):
+    (tmp_path / "ids.json").write_text("[1, 2, 3]")
+    with _stub(_outputs([4])) as url:
+        proc = _repro(
+            "--base-url", url, "--spec-url", url, "--input-ids", str(tmp_path / "ids.json")
+        )
+    assert proc.returncode == 0
+    assert f"input: 3 ids, sha256 {_sha([1, 2, 3])}\n" in proc.stdout
+    (tmp_path / "bad").write_text("one two")
+    proc = _repro("--base-url", url, "--spec-url", url, "--input-ids", str(tmp_path / "bad"))
+    assert proc.returncode == 2 and "is not a list of token ids" in proc.stderr
+
+
+def _hang(handler):
+    threading.Event().wait(5)
+
+
+@pytest.mark.parametrize(
+    "respond,message",
+    [
+        (
+            _reply(500, b'{"error": {"message": "boom"}}'),
+            'answered HTTP 500: {"error": {"message": "boom"}}',
+        ),
+        (_reply(200, b"<html>"), "answered with something that is not JSON"),
+        (_reply(200, b'{"text": "hi"}'), "answered without output_ids (got ['text'])"),
+        (_hang, "did not answer within 1 s"),
+    ],
+    ids=["http-error", "not-json", "no-output-ids", "timeout"],
+)
+def test_a_bad_server_gets_a_clear_error(respond, message):
+    with _stub(respond) as url, _stub(_outputs([1])) as good:
+        proc = _repro("--base-url", good, "--spec-url", url, "--timeout", "1")
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_an_unreachable_server_gets_a_clear_error():
+    with _stub(_outputs([1])) as good:
+        port = good.rsplit(":", 1)[1]
+    proc = _repro("--base-url", f"http://127.0.0.1:{port}", "--spec-url", "http://127.0.0.1:1")
+    assert proc.returncode == 2
+    assert "is unreachable" in proc.stderr
