@@ -34,9 +34,9 @@ def _sha(t) -> str:
 
 def run(exact_parity: bool, out: Path) -> dict:
     import torch
-    from backend_rig import BackendRig, Shape, make_layer
     from sglang.srt.layers.attention.linear.gdn_state_trace import GDNStateTrace
 
+    from backend_rig import BackendRig, Shape, make_layer
     from gdn_parity.trace_diff import diff_traces, read_trace
 
     s, steps, dev = Shape(n=3, d=3, h=4, hv=8, k=128, v=128), 24, "cuda"
