@@ -136,3 +136,39 @@ def test_the_harness_gdn_layer_is_the_backend(sglang_tree, tmp_path, rows, exact
     assert torch.equal(pools.conv[0][0], rig.state.conv[0][0])
     assert torch.equal(pools.intermediate_ssm[0, : S.n], rig.state.intermediate_ssm[0, : S.n])
     assert _records(tmp_path / "harness.jsonl") == _records(tmp_path / "backend.jsonl")
+
+
+def test_the_commit_records_the_committed_state_of_every_layer(
+    sglang_tree, tmp_path, rows, monkeypatch
+):
+    """HybridLinearAttnBackend.update_mamba_state_after_mtp_verify writes post_commit.
+
+    The scatter's wrapper refuses host tensors, so its two Triton kernels run on
+    the host through the harness's launcher (the commit of ``gdn-parity demo``);
+    the thing checked is the backend's hook: which rows, positions and layers it
+    records, and that it digests the pool after the commit.
+    """
+    import sglang.srt.layers.attention.hybrid_linear_attn_backend as hybrid
+
+    from gdn_parity.drift.commit import commit_verify
+    from gdn_parity.drift.kernels import load_kernels
+
+    kernels = load_kernels()
+    monkeypatch.setattr(
+        hybrid,
+        "scatter_mamba_states_after_mtp_verify",
+        lambda caches, slots, steps, *_, **__: commit_verify(kernels, caches, slots, steps),
+    )
+    layer, conv, ssm, x, a, b = rows
+    rig, trace = _rig(tmp_path, "commit.jsonl", conv, ssm)
+    positions = torch.tensor([40, 41, 42, 5, 6, 7])
+    rig.verify(layer, x, a, b, RIDS, positions, torch.arange(S.n * S.d))
+    snapshot = rig.state.intermediate_ssm[0, 0, 1].clone()
+    rig.commit(torch.tensor([1, -1], dtype=torch.int32))  # a accepts one draft; b has no step
+    trace.close()
+    commits = [r for r in _records(tmp_path / "commit.jsonl") if r["checkpoint"] == "post_commit"]
+    assert [(r["rid"], r["pos"], r["layer"]) for r in commits] == [("a", 42, 3)]
+    assert torch.equal(rig.state.temporal[0, 2], snapshot)
+    assert commits[0]["ssm"]["sha256"] == _sha(snapshot)
+    assert commits[0]["conv"]["sha256"] == _sha(rig.state.intermediate_conv_window[0][0, 0, 1])
+    assert torch.equal(rig.state.temporal[0, 1], ssm[1]), "the request with no step kept its state"
