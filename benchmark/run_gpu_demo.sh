@@ -24,7 +24,7 @@ demo() {  # name, time limit, then demo arguments
   cp "/tmp/gpu-out/$name/demo.md" "$OUT/$name.md" 2>/dev/null
 }
 demo tiny 150 --size tiny --tokens 96
-demo large 330 --size large --tokens 600 --gammas 1,4 --accept-rates 0.9
+demo large 420 --size large --tokens 1000 --gammas 1,4 --accept-rates 0.9
 demo large-triton-attention 100 --size large --tokens 200 --gammas 1 --accept-rates 0.9 \
   --attention sglang-triton --variants beta-aligned,exact-parity
 cat /tmp/gpu-out/env.txt
