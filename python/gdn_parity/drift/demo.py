@@ -173,4 +173,9 @@ def _report(plan: DemoPlan, results: list[dict], table: str, holds: bool | None)
                 else "BROKEN in at least one mode"
             )
         )
+    if plan.attention != "torch":
+        lines.append(
+            f"(attention is {plan.attention}: decode and verify run different attention "
+            "kernels, so exact GDN parity alone need not make the model lossless)"
+        )
     return "\n".join(lines) + "\n"
