@@ -169,62 +169,24 @@ def cmd_repro(args: argparse.Namespace, series: Series) -> int:
 
 
 def cmd_harness_server(args: argparse.Namespace, series: Series) -> int:
-    import os
-    import threading
-
     from gdn_parity.drift.modes import Mode
     from gdn_parity.drift.variants import variant_named, variant_tree
-
-    variant = variant_named(args.variant)
-    tree = variant_tree(series, variant)
-    if args.device == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
-        from gdn_parity import interpreter
-
-        interpreter.install()
-    from gdn_parity.bare_import import import_sglang_from
-
-    import_sglang_from(tree)
-    import torch
-
-    from gdn_parity.drift.config import SIZES
-    from gdn_parity.drift.kernels import load_kernels
-    from gdn_parity.drift.model import HybridModel
-    from gdn_parity.drift.weights import make_weights
-    from gdn_parity.harness_server import Engine, serve
+    from gdn_parity.harness_server import ServerPlan, run_server
 
     if args.gamma < 1:
         raise GdnParityError("--gamma must be at least 1")
-    mode = Mode("base") if args.mode == "base" else Mode("forced-reject", args.gamma)
-    kernels = load_kernels()
-    config = SIZES[args.size]
-    model = HybridModel(
-        config,
-        make_weights(config, args.device),
-        kernels,
+    variant = variant_named(args.variant)
+    plan = ServerPlan(
+        variant=variant,
+        tree=variant_tree(series, variant),
+        mode=Mode("base") if args.mode == "base" else Mode("forced-reject", args.gamma),
+        size=args.size,
         device=args.device,
-        max_len=args.context_length,
-        ssm_dtype=getattr(torch, args.ssm_dtype),
+        ssm_dtype=args.ssm_dtype,
+        context_length=args.context_length,
+        trace_dir=Path(args.trace) if args.trace else None,
     )
-    if mode.kind != "base":
-        model.set_draft_tokens(mode.gamma + 1)
-    if args.trace:
-        header = {
-            "sglang_version": kernels.version,
-            "model": f"gdn-parity drift harness ({args.size})",
-            "tp_rank": 0,
-            "pp_rank": 0,
-            "ssm_dtype": args.ssm_dtype,
-            "conv_dtype": "bfloat16",
-            "flags": {"variant": variant.name, "mode": mode.label},
-        }
-        model.trace = kernels.state_trace(
-            str(Path(args.trace) / "gdn_state_trace.tp0.pp0.jsonl"), header
-        )
-    import sglang.api.v1.api_types as contract
-
-    engine = Engine(model, mode, variant.exact_parity, contract, threading.Lock())
-    serve(engine, args.host, args.port)
+    run_server(plan, args.host, args.port)
     return 0
 
 

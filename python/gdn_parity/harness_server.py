@@ -19,9 +19,11 @@ import time
 import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from gdn_parity.drift.modes import Mode
+from gdn_parity.drift.variants import Variant
 
 
 class RequestError(ValueError):
@@ -153,7 +155,46 @@ def _handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(engine: Engine, host: str, port: int) -> None:
+@dataclass(frozen=True)
+class ServerPlan:
+    variant: Variant
+    tree: Path
+    mode: Mode
+    size: str
+    device: str
+    ssm_dtype: str
+    context_length: int
+    trace_dir: Path | None
+
+
+def run_server(plan: ServerPlan, host: str, port: int) -> None:
+    """Build the model on the variant's kernels and serve ``/generate`` until killed."""
+    from gdn_parity.drift.runtime import use_tree
+
+    use_tree(plan.tree, plan.device)
+    import sglang.api.v1.api_types as contract
+    import torch
+
+    from gdn_parity.drift.config import SIZES
+    from gdn_parity.drift.kernels import load_kernels
+    from gdn_parity.drift.model import HybridModel
+    from gdn_parity.drift.weights import make_weights
+
+    config = SIZES[plan.size]
+    model = HybridModel(
+        config,
+        make_weights(config, plan.device),
+        load_kernels(),
+        device=plan.device,
+        max_len=plan.context_length,
+        ssm_dtype=getattr(torch, plan.ssm_dtype),
+    )
+    if plan.mode.kind != "base":
+        model.set_draft_tokens(plan.mode.gamma + 1)
+    if plan.trace_dir is not None:
+        flags = {"variant": plan.variant.name, "mode": plan.mode.label}
+        model.start_trace(str(plan.trace_dir / "gdn_state_trace.tp0.pp0.jsonl"), plan.size, flags)
+    engine = Engine(model, plan.mode, plan.variant.exact_parity, contract, threading.Lock())
     server = ThreadingHTTPServer((host, port), _handler(engine))
     print(f"gdn-parity harness-server listening on http://{host}:{server.server_port}", flush=True)
     server.serve_forever()

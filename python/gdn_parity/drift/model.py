@@ -75,6 +75,24 @@ class HybridModel:
                 attn_index += 1
         self.trace: Any = None  # a GDNStateTrace while a traced run is in progress
 
+    def start_trace(self, path: str, name: str, flags: dict) -> None:
+        """Record the GDN states of the next runs with sglang's GDNStateTrace, to ``path``."""
+        header = {
+            "sglang_version": self.kernels.version,
+            "model": f"gdn-parity drift harness ({name})",
+            "tp_rank": 0,
+            "pp_rank": 0,
+            "ssm_dtype": str(self.ssm_dtype).removeprefix("torch."),
+            "conv_dtype": str(self.conv_dtype).removeprefix("torch."),
+            "flags": flags,
+        }
+        self.trace = self.kernels.state_trace(path, header)
+
+    def stop_trace(self) -> None:
+        if self.trace is not None:
+            self.trace.close()
+            self.trace = None
+
     def set_draft_tokens(self, draft_tokens: int) -> None:
         """Size the verify scratch for ``draft_tokens`` rows, keeping the persistent state."""
         state = self.pools.state(self.slot)

@@ -54,7 +54,6 @@ class _Tracer:
     """Opens one sglang GDNStateTrace per run, named after the mode."""
 
     job: Job
-    kernels: object
     model: object
     paths: dict[str, str] = field(default_factory=dict)
 
@@ -63,28 +62,18 @@ class _Tracer:
             return
         slug = label.replace(" ", "_").replace("=", "")
         path = os.path.join(self.job.trace_dir, self.job.variant, f"{slug}.jsonl")
-        header = {
-            "sglang_version": self.kernels.version,
-            "model": f"gdn-parity drift harness ({self.job.size}, seed {self.job.seed})",
-            "tp_rank": 0,
-            "pp_rank": 0,
-            "ssm_dtype": self.job.ssm_dtype,
-            "conv_dtype": "bfloat16",
-            "flags": {
-                "variant": self.job.variant,
-                "mode": label,
-                "gdn_verify_exact_parity": self.job.exact_parity,
-                "attention": self.job.attention,
-                "speculative_num_draft_tokens": draft_tokens,
-            },
+        flags = {
+            "variant": self.job.variant,
+            "mode": label,
+            "gdn_verify_exact_parity": self.job.exact_parity,
+            "attention": self.job.attention,
+            "speculative_num_draft_tokens": draft_tokens,
         }
-        self.model.trace = self.kernels.state_trace(path, header)
+        self.model.start_trace(path, f"{self.job.size}, seed {self.job.seed}", flags)
         self.paths[label] = path
 
     def stop(self) -> None:
-        if self.model.trace is not None:
-            self.model.trace.close()
-            self.model.trace = None
+        self.model.stop_trace()
 
 
 def run_job(job: Job, progress: Progress) -> dict:
@@ -112,7 +101,7 @@ def run_job(job: Job, progress: Progress) -> dict:
         rid="demo",
         attention=job.attention,
     )
-    tracer = _Tracer(job, kernels, model)
+    tracer = _Tracer(job, model)
     start, first = loops.prefill(model, job.prompt)
     tracer.start("base", 1)
     base = loops.run_base(model, start, first, len(job.prompt), job.tokens, progress)
@@ -168,14 +157,9 @@ def run_job(job: Job, progress: Progress) -> dict:
 
 def main(argv: list[str]) -> int:
     job = Job.from_json(Path(argv[0]).read_text())
-    if job.device == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
-        from gdn_parity import interpreter
+    from gdn_parity.drift.runtime import use_tree
 
-        interpreter.install()
-    from gdn_parity.bare_import import import_sglang_from
-
-    import_sglang_from(Path(job.tree))
+    use_tree(Path(job.tree), job.device)
     import torch
 
     torch.set_num_threads(1)
