@@ -11,6 +11,7 @@ from gdn_parity.checkout import apply_to_checkout, checkout_state
 from gdn_parity.errors import GdnParityError
 from gdn_parity.export import check_series, export_series
 from gdn_parity.git import is_git_repo
+from gdn_parity.issue35150 import MAX_NEW_TOKENS
 from gdn_parity.package import (
     apply_to_package,
     package_status,
@@ -278,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", required=True, help="the Base server, e.g. http://host:30000")
     p.add_argument("--spec-url", required=True, help="the speculative server")
     p.add_argument("--input-ids", help="a file of input ids (JSON list or comma-separated)")
-    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
     p.add_argument("--repeats", type=int, default=1, help="send the request this many times")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (600)")
     p.add_argument("--rid", default="gdn-parity-repro", help="request id prefix (same on both)")

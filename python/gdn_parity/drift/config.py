@@ -9,7 +9,7 @@ sglang#35150 (input ids up to 248069) can be fed as it is.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 QWEN35_VOCAB = 248320
 
@@ -52,9 +52,6 @@ class ModelConfig:
     @property
     def gdn_v_dim(self) -> int:
         return self.gdn_v_heads * self.gdn_head_dim
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 SIZES = {
