@@ -17,12 +17,13 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdn_parity.drift.modes import Mode
 from gdn_parity.drift.report import markdown_table, rows
-from gdn_parity.drift.variants import Variant, variant_tree
-from gdn_parity.drift.worker import Job
+from gdn_parity.drift.run.modes import Mode
+from gdn_parity.drift.run.results import VariantResult
+from gdn_parity.drift.run.variants import Variant, variant_tree
+from gdn_parity.drift.run.worker import Job
 from gdn_parity.errors import GdnParityError
-from gdn_parity.series import Series
+from gdn_parity.queue.series import Series
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,8 @@ class _Bar:
         self.bar.close()
 
 
-def _run_workers(jobs: list[Job], parallel: int, device: str, bar: _Bar) -> list[dict]:
-    results: dict[int, dict] = {}
+def _run_workers(jobs: list[Job], parallel: int, device: str, bar: _Bar) -> list[VariantResult]:
+    results: dict[int, VariantResult] = {}
     errors: list[str] = []
     semaphore = threading.Semaphore(parallel)
 
@@ -79,7 +80,7 @@ def _run_workers(jobs: list[Job], parallel: int, device: str, bar: _Bar) -> list
             log = Path(tmp) / "stderr.log"
             with log.open("w") as err:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "gdn_parity.drift.worker", str(job_file)],
+                    [sys.executable, "-m", "gdn_parity.drift.run.worker", str(job_file)],
                     stdout=subprocess.PIPE,
                     stderr=err,
                     text=True,
@@ -92,7 +93,7 @@ def _run_workers(jobs: list[Job], parallel: int, device: str, bar: _Bar) -> list
             if proc.returncode != 0:
                 errors.append(f"variant {job.variant} failed:\n{log.read_text()[-3000:]}")
             else:
-                results[index] = json.loads(Path(job.out).read_text())
+                results[index] = VariantResult.from_json(Path(job.out).read_text())
 
     threads = [threading.Thread(target=run, args=(i, j)) for i, j in enumerate(jobs)]
     for t in threads:
@@ -104,7 +105,7 @@ def _run_workers(jobs: list[Job], parallel: int, device: str, bar: _Bar) -> list
     return [results[i] for i in range(len(jobs))]
 
 
-def _run_variants(series: Series, plan: DemoPlan, raw_dir: Path) -> list[dict]:
+def _run_variants(series: Series, plan: DemoPlan, raw_dir: Path) -> list[VariantResult]:
     jobs = [
         Job(
             variant=v.name,
@@ -143,15 +144,15 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
     holds = all(r.bitwise for r in parity) if parity else None
     report = _report(plan, results, markdown_table(table), holds)
     (plan.out_dir / "demo.md").write_text(report)
-    (plan.out_dir / "demo.json").write_text(json.dumps(results, indent=1))
+    (plan.out_dir / "demo.json").write_text(json.dumps([r.to_dict() for r in results], indent=1))
     from gdn_parity.drift.plot import write_figure
 
     write_figure(results, plan.out_dir / "drift.png")
     return report, holds
 
 
-def _report(plan: DemoPlan, results: list[dict], table: str, holds: bool | None) -> str:
-    bases = {r["variant"]: r["base"]["sha256"] for r in results}
+def _report(plan: DemoPlan, results: list[VariantResult], table: str, holds: bool | None) -> str:
+    bases = {r.variant: r.base.sha256 for r in results}
     lines = [
         f"# gdn-parity demo: {plan.size} model on {plan.device}, {plan.tokens} tokens, "
         f"{plan.ssm_dtype} SSM pool, {plan.attention} attention",

@@ -10,26 +10,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gdn_parity.issue35150 import first_divergence
+from gdn_parity.debug.tokens import first_divergence
+from gdn_parity.drift.run.results import ModeResult, VariantResult
 
 
-def _divergence_round(mode: dict, base_tokens: list[int], prompt_len: int) -> int | None:
-    index = first_divergence(base_tokens, mode["tokens"])
+def _divergence_round(mode: ModeResult, base_tokens: list[int], prompt_len: int) -> int | None:
+    index = first_divergence(base_tokens, mode.tokens)
     if index is None:
         return None
-    for d in mode["diffs"]:
-        if d["pos"] - prompt_len >= index:
-            return d["round"]
+    for d in mode.diffs:
+        if d.pos - prompt_len >= index:
+            return d.round
     return None
 
 
-def write_figure(results: list[dict], path: Path) -> None:
+def write_figure(results: list[VariantResult], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [m["label"] for m in results[0]["modes"]]
+    labels = [m.label for m in results[0].modes]
     fig, axes = plt.subplots(
         len(labels),
         len(results),
@@ -39,22 +40,22 @@ def write_figure(results: list[dict], path: Path) -> None:
         squeeze=False,
     )
     for col, result in enumerate(results):
-        for row, mode in enumerate(result["modes"]):
+        for row, mode in enumerate(result.modes):
             ax = axes[row][col]
-            on_path = [d for d in mode["diffs"] if d["on_path"]]
-            rounds = [d["round"] for d in on_path]
-            for i, layer in enumerate(result["gdn_layers"]):
-                ax.plot(rounds, [d["ssm_max"][i] for d in on_path], label=f"layer {layer}", lw=1.2)
+            on_path = [d for d in mode.diffs if d.on_path]
+            rounds = [d.round for d in on_path]
+            for i, layer in enumerate(result.gdn_layers):
+                ax.plot(rounds, [d.ssm_max[i] for d in on_path], label=f"layer {layer}", lw=1.2)
             ax.set_yscale("symlog", linthresh=1e-8)
-            stop = _divergence_round(mode, result["base"]["tokens"], result["prompt_len"])
+            stop = _divergence_round(mode, result.base.tokens, result.prompt_len)
             if stop is not None:
                 ax.axvline(stop, color="k", ls=":", lw=1)
-            if on_path and all(max(d["ssm_max"] + d["conv_max"]) == 0 for d in on_path):
+            if on_path and all(d.max_diff == 0 for d in on_path):
                 ax.text(0.5, 0.5, "bitwise equal", ha="center", va="center", transform=ax.transAxes)
             if row == 0:
-                ax.set_title(result["variant"])
+                ax.set_title(result.variant)
             if col == 0:
-                ax.set_ylabel(f"{mode['label']}\nmax |dSSM|", fontsize=8)
+                ax.set_ylabel(f"{mode.label}\nmax |dSSM|", fontsize=8)
             if row == len(labels) - 1:
                 ax.set_xlabel("verify round")
             ax.grid(alpha=0.3)

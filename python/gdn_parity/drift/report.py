@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gdn_parity.issue35150 import first_divergence
+from gdn_parity.debug.tokens import first_divergence
+from gdn_parity.drift.run.results import RoundDiff, VariantResult
 
 
 @dataclass(frozen=True)
@@ -25,44 +26,41 @@ class Row:
         return self.divergence == "-" and not self.max_state_diff
 
 
-def _max_diff(diffs: list[dict]) -> tuple[float, int | None]:
+def _max_diff(diffs: list[RoundDiff]) -> tuple[float, int | None]:
     worst, first = 0.0, None
     for d in diffs:
-        if not d["on_path"]:
+        if not d.on_path:
             continue
-        value = max(d["ssm_max"] + d["conv_max"])
+        value = d.max_diff
         if value > 0 and first is None:
-            first = d["round"]
+            first = d.round
         worst = max(worst, value)
     return worst, first
 
 
-def rows(results: list[dict]) -> list[Row]:
+def rows(results: list[VariantResult]) -> list[Row]:
     table = []
     for result in results:
-        base = result["base"]["tokens"]
+        base = result.base.tokens
         table.append(
-            Row(
-                result["variant"], "base", len(base), "-", None, None, "-", result["base"]["sha256"]
-            )
+            Row(result.variant, "base", len(base), "-", None, None, "-", result.base.sha256)
         )
-        for mode in result["modes"]:
-            index = first_divergence(base, mode["tokens"])
+        for mode in result.modes:
+            index = first_divergence(base, mode.tokens)
             divergence = "-"
             if index is not None:
-                divergence = f"{index}: {base[index]} -> {mode['tokens'][index]}"
-            worst, first = _max_diff(mode["diffs"])
-            accept = f"{mode['accepted']}/{mode['proposed']}"
+                divergence = f"{index}: {base[index]} -> {mode.tokens[index]}"
+            worst, first = _max_diff(mode.diffs)
             table.append(
                 Row(
-                    result["variant"],
-                    mode["label"],
-                    len(mode["tokens"]),
+                    result.variant,
+                    mode.label,
+                    len(mode.tokens),
                     divergence,
                     worst,
                     first,
-                    accept,
-                    mode["sha256"],
+                    f"{mode.accepted}/{mode.proposed}",
+                    mode.sha256,
                 )
             )
     return table

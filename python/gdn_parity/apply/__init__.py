@@ -1,0 +1,1 @@
+"""Apply the series to a target (a git checkout or an installed package), revert it, status."""

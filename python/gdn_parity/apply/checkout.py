@@ -1,0 +1,80 @@
+"""Apply the series to an sglang git checkout with ``git am``, all or nothing."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from gdn_parity.apply.target import State, Status, file_status
+from gdn_parity.errors import GdnParityError
+from gdn_parity.queue.changes import FileChange
+from gdn_parity.queue.git import git, git_out, is_git_repo
+from gdn_parity.queue.series import Series
+
+
+def _blob_at_head(checkout: Path, path: str) -> bytes | None:
+    proc = git(checkout, "cat-file", "blob", f"HEAD:{path}", check=False)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _snapshot(checkout: Path) -> tuple[str, str]:
+    status = git_out(checkout, "status", "--porcelain", "--untracked-files=all")
+    return git_out(checkout, "rev-parse", "HEAD"), status
+
+
+@dataclass(frozen=True)
+class CheckoutTarget:
+    """An sglang git checkout: the series lands as one commit per patch (the user's own)."""
+
+    path: Path
+    series: Series
+
+    def status(self, changes: list[FileChange]) -> Status:
+        """From the files at HEAD."""
+        return file_status(
+            changes,
+            lambda c: _blob_at_head(self.path, c.path),
+            lambda c: c.path,
+            "sglang's base nor the series",
+        )
+
+    def apply(self, changes: list[FileChange]) -> str:
+        """``git am`` the series onto the checkout."""
+        checkout, series = self.path, self.series
+        if not is_git_repo(checkout):
+            raise GdnParityError(f"{checkout} is not the top of a git checkout")
+        if not (checkout / "python" / "sglang").is_dir():
+            raise GdnParityError(f"{checkout} has no python/sglang/: not an sglang checkout")
+        if git_out(checkout, "status", "--porcelain", "--untracked-files=no"):
+            raise GdnParityError(f"{checkout} has uncommitted changes: commit or stash them first")
+        status = self.status(changes)
+        if status.state is State.PATCHED:
+            raise GdnParityError(f"the series is already applied to {checkout}")
+        if status.state is State.MODIFIED:
+            raise GdnParityError(
+                f"{checkout} is not sglang {series.version} where the series "
+                "touches it:\n  " + "\n  ".join(status.details)
+            )
+        in_the_way = [c.path for c in changes if c.before is None and (checkout / c.path).exists()]
+        if in_the_way:
+            raise GdnParityError(f"untracked files are in the way: {in_the_way}")
+        before = _snapshot(checkout)
+        # The user's own git identity and config: these commits are theirs.
+        proc = subprocess.run(
+            ["git", "-C", str(checkout), "am", "--no-3way", "--keep-non-patch", "--quiet"]
+            + [str(p) for p in series.patch_paths()],
+            capture_output=True,
+        )
+        if proc.returncode != 0:
+            subprocess.run(["git", "-C", str(checkout), "am", "--abort"], capture_output=True)
+            if _snapshot(checkout) != before:
+                git(checkout, "reset", "--hard", "--quiet", before[0])
+            raise GdnParityError(
+                "git am failed and the checkout was left as it was:\n"
+                + (proc.stdout + proc.stderr).decode(errors="replace").strip()
+            )
+        return f"applied {len(series.patches)} patch(es) to {checkout} as commits"
+
+    def revert(self, changes: list[FileChange]) -> str:
+        raise GdnParityError("in a git checkout, revert with git (e.g. git reset)")

@@ -1,0 +1,165 @@
+"""Apply the series to an installed sglang package directory, revert it, report status.
+
+Before anything is written, the version and the sha256 of every file the series
+touches are checked against the base. Files are replaced all or nothing; a
+manifest beside them records what was applied so revert restores the exact bytes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from gdn_parity.apply.target import State, Status, file_status
+from gdn_parity.errors import GdnParityError
+from gdn_parity.queue.changes import FileChange, sha256_bytes
+from gdn_parity.queue.series import Series
+
+MANIFEST = ".gdn-parity-applied.json"
+_VERSION_RE = re.compile(r"^__version__ = version = '([^']+)'$", re.MULTILINE)
+
+
+def site_packages_sglang() -> Path:
+    """The ``sglang`` package directory of the running interpreter, found without importing it."""
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        raise GdnParityError("no sglang package is installed for this Python")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def package_version(target: Path) -> str:
+    path = target / "_version.py"
+    if not path.is_file():
+        raise GdnParityError(f"{target} is not an installed sglang package (no _version.py)")
+    match = _VERSION_RE.search(path.read_text())
+    if not match:
+        raise GdnParityError(f"cannot read the sglang version from {path}")
+    return match.group(1)
+
+
+def _check_writable(target: Path, changes: list[FileChange]) -> None:
+    """Refuse read-only files and folders up front (root ignores permission bits)."""
+    problems = []
+    for change in changes:
+        path = target / change.package_path
+        if path.exists() and not path.stat().st_mode & stat.S_IWUSR:
+            problems.append(f"{change.package_path} is read-only")
+        parent = path.parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.stat().st_mode & stat.S_IWUSR or not os.access(parent, os.W_OK):
+            problems.append(f"{parent} is not writable")
+    if not os.access(target, os.W_OK) or not target.stat().st_mode & stat.S_IWUSR:
+        problems.append(f"{target} is not writable")
+    if problems:
+        raise GdnParityError("nothing was changed: " + "; ".join(sorted(set(problems))))
+
+
+def _write_all(target: Path, wanted: dict[str, bytes | None]) -> None:
+    """Make each ``package path -> bytes`` true, or restore everything on failure."""
+    saved: dict[Path, bytes | None] = {}
+    try:
+        for rel, data in wanted.items():
+            path = target / rel
+            saved[path] = path.read_bytes() if path.is_file() else None
+            if data is None:
+                if path.exists():
+                    path.unlink()
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".gdn-parity-tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+    except OSError as exc:
+        for path, data in saved.items():
+            if data is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(data)
+        raise GdnParityError(f"nothing was changed: writing failed ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class PackageTarget:
+    """An installed ``sglang`` package directory: files are replaced, a manifest records it."""
+
+    path: Path
+    series: Series
+
+    def _current(self, change: FileChange) -> bytes | None:
+        path = self.path / change.package_path
+        return path.read_bytes() if path.is_file() else None
+
+    def status(self, changes: list[FileChange]) -> Status:
+        """Compare every touched file with its base and patched bytes, and the manifest."""
+        pkg = [c for c in changes if c.in_package]
+        status = file_status(
+            pkg,
+            self._current,
+            lambda c: c.package_path,
+            "the base nor the series",
+            applied=(self.path / MANIFEST).exists(),
+        )
+        if status.state is not State.MODIFIED:
+            return status
+        kept = [
+            f"{c.package_path}: {'base' if data == c.before else 'patched'} bytes"
+            for c in pkg
+            if (data := self._current(c)) in (c.before, c.after)
+        ]
+        return Status(State.MODIFIED, status.details + kept)
+
+    def _write(self, changes: list[FileChange], wanted: dict[str, bytes | None]) -> int:
+        """Make ``wanted`` (package path -> bytes; None: absent) true, after the write check."""
+        pkg = [c for c in changes if c.in_package]
+        _check_writable(self.path, pkg)
+        _write_all(self.path, wanted)
+        return len(pkg)
+
+    def apply(self, changes: list[FileChange]) -> str:
+        version = self.series.version
+        found = package_version(self.path)
+        if found != version:
+            raise GdnParityError(
+                f"{self.path} is sglang {found}; the series is for sglang {version}"
+            )
+        status = self.status(changes)
+        if status.state is State.PATCHED:
+            raise GdnParityError(f"the series is already applied to {self.path}")
+        if status.state is State.MODIFIED:
+            raise GdnParityError(
+                f"nothing was changed: {self.path} has files that differ from sglang "
+                f"{version}:\n  " + "\n  ".join(status.details)
+            )
+        pkg = [c for c in changes if c.in_package]
+        manifest = {
+            "series_digest": self.series.digest(),
+            "files": {
+                c.package_path: {"before": sha256_bytes(c.before), "after": sha256_bytes(c.after)}
+                for c in pkg
+            },
+        }
+        wanted = {c.package_path: c.after for c in pkg}
+        wanted[MANIFEST] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+        return f"patched {self._write(changes, wanted)} file(s) in {self.path}"
+
+    def revert(self, changes: list[FileChange]) -> str:
+        """Restore the base bytes of every touched file."""
+        status = self.status(changes)
+        if status.state is State.UNPATCHED:
+            raise GdnParityError(f"the series is not applied to {self.path}")
+        if status.state is State.MODIFIED:
+            raise GdnParityError(
+                f"nothing was changed: {self.path} was modified after the series was "
+                "applied:\n  " + "\n  ".join(status.details)
+            )
+        wanted: dict[str, bytes | None] = {
+            c.package_path: c.before for c in changes if c.in_package
+        }
+        wanted[MANIFEST] = None
+        return f"reverted {self._write(changes, wanted)} file(s) in {self.path}"

@@ -1,0 +1,7 @@
+"""``python -m gdn_parity.cli``."""
+
+import sys
+
+from gdn_parity.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,67 @@
+"""Verbs that debug drift against real servers and their traces: ``trace-diff`` and ``repro``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gdn_parity.debug.issue35150 import MAX_NEW_TOKENS
+from gdn_parity.errors import GdnParityError
+from gdn_parity.queue.series import Series
+
+
+def cmd_trace_diff(args: argparse.Namespace, series: Series) -> int:
+    from gdn_parity.debug.trace_diff import diff_traces, read_trace, report
+
+    base, spec = read_trace(Path(args.base)), read_trace(Path(args.spec))
+    diff = diff_traces(base, spec, args.rid)
+    if not diff.compared:
+        raise GdnParityError("no state of SPEC has a counterpart in BASE: nothing was compared")
+    for line in report(base, spec, diff, args.context):
+        print(line)
+    return 1 if diff.first is not None else 0
+
+
+def cmd_repro(args: argparse.Namespace, series: Series) -> int:
+    from gdn_parity.debug.repro import load_input_ids, report, run_repro
+
+    if args.max_new_tokens < 1 or args.repeats < 1 or args.timeout <= 0:
+        raise GdnParityError("--max-new-tokens and --repeats must be >= 1, --timeout > 0")
+    ids = load_input_ids(Path(args.input_ids) if args.input_ids else None)
+    repro = run_repro(
+        args.base_url, args.spec_url, ids, args.max_new_tokens, args.repeats, args.timeout, args.rid
+    )
+    lines, identical = report(repro, args.base_url, args.spec_url)
+    print("\n".join(lines))
+    return 0 if identical else 1
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "trace-diff",
+        help="the first (position, layer, checkpoint) where two GDN state traces differ",
+        description="Compare a speculative run's GDN state trace (SGLANG_GDN_STATE_TRACE or "
+        "gdn-parity demo --trace) with a Base run's. Exit status 1 when a state differs, "
+        "0 when every compared state is bitwise equal, 2 on bad input.",
+    )
+    p.add_argument("base", help="the Base run's trace (JSONL)")
+    p.add_argument("spec", help="the speculative run's trace (JSONL)")
+    p.add_argument("--rid", help="compare only this request id")
+    p.add_argument("--context", type=int, default=2, help="positions shown around it (2)")
+    p.set_defaults(func=cmd_trace_diff)
+
+    p = sub.add_parser(
+        "repro",
+        help="replay sglang#35150's request against a Base and a speculative server",
+        description="Send the issue's greedy request (24 input ids, 96 new tokens, "
+        "ignore_eos) to both servers' /generate and compare the outputs. Exit status 1 "
+        "when they differ, 2 when a server is unreachable or answers badly.",
+    )
+    p.add_argument("--base-url", required=True, help="the Base server, e.g. http://host:30000")
+    p.add_argument("--spec-url", required=True, help="the speculative server")
+    p.add_argument("--input-ids", help="a file of input ids (JSON list or comma-separated)")
+    p.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
+    p.add_argument("--repeats", type=int, default=1, help="send the request this many times")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (600)")
+    p.add_argument("--rid", default="gdn-parity-repro", help="request id prefix (same on both)")
+    p.set_defaults(func=cmd_repro)

@@ -1,0 +1,131 @@
+"""Verbs of the drift harness: ``demo`` and ``harness-server``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gdn_parity.errors import GdnParityError
+from gdn_parity.queue.series import Series
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def _float_list(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x]
+
+
+def cmd_demo(args: argparse.Namespace, series: Series) -> int:
+    from gdn_parity.debug.issue35150 import INPUT_IDS
+    from gdn_parity.drift.demo import DemoPlan, run_demo
+    from gdn_parity.drift.model.config import SIZES
+    from gdn_parity.drift.run.modes import demo_modes
+    from gdn_parity.drift.run.variants import variant_named
+
+    if args.size not in SIZES:
+        raise GdnParityError(f"--size must be one of {sorted(SIZES)}")
+    if any(g < 1 for g in args.gammas) or args.natural_gamma < 1:
+        raise GdnParityError("every gamma must be at least 1")
+    if any(not 0 <= p <= 1 for p in args.accept_rates):
+        raise GdnParityError("--accept-rates are probabilities in [0, 1]")
+    if args.tokens < 2:
+        raise GdnParityError("--tokens must be at least 2")
+    plan = DemoPlan(
+        variants=[variant_named(name) for name in args.variants.split(",")],
+        size=args.size,
+        device=args.device,
+        prompt=list(INPUT_IDS),
+        tokens=args.tokens,
+        modes=demo_modes(args.gammas, args.natural_gamma, args.accept_rates),
+        ssm_dtype=args.ssm_dtype,
+        attention=args.attention,
+        seed=args.seed,
+        out_dir=Path(args.out),
+        trace_dir=Path(args.trace) if args.trace else None,
+        jobs=args.jobs or (3 if args.device == "cpu" else 1),
+    )
+    report, holds = run_demo(series, plan)
+    print(report, end="")
+    print(f"wrote {plan.out_dir / 'demo.md'}, {plan.out_dir / 'drift.png'}")
+    return 1 if holds is False else 0
+
+
+def cmd_harness_server(args: argparse.Namespace, series: Series) -> int:
+    from gdn_parity.drift.harness_server import ServerPlan, run_server
+    from gdn_parity.drift.run.modes import Mode, ModeKind
+    from gdn_parity.drift.run.variants import variant_named, variant_tree
+
+    if args.gamma < 1:
+        raise GdnParityError("--gamma must be at least 1")
+    variant = variant_named(args.variant)
+    plan = ServerPlan(
+        variant=variant,
+        tree=variant_tree(series, variant),
+        mode=Mode(ModeKind(args.mode), args.gamma if args.mode == "forced-reject" else 0),
+        size=args.size,
+        device=args.device,
+        ssm_dtype=args.ssm_dtype,
+        context_length=args.context_length,
+        trace_dir=Path(args.trace) if args.trace else None,
+    )
+    run_server(plan, args.host, args.port)
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="Base vs DSpark-style verify on a tiny hybrid GDN model, three numerics",
+        description="Run Base greedy decode, forced reject (every draft rejected) and "
+        "natural acceptance on the harness's hybrid model, with sglang 0.5.23's kernels, "
+        "the series with the flag off, and --gdn-verify-exact-parity. Exit status 1 when "
+        "exact parity does not hold.",
+    )
+    p.add_argument("--size", default="tiny", help="tiny (CPU, default) or large (GPU)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--tokens", type=int, default=32, help="new tokens per mode (default 32)")
+    p.add_argument(
+        "--gammas", type=_int_list, default=[1, 2, 3, 4], help="forced-reject gammas (1,2,3,4)"
+    )
+    p.add_argument("--natural-gamma", type=int, default=3, help="gamma of the natural modes (3)")
+    p.add_argument(
+        "--accept-rates",
+        type=_float_list,
+        default=[0.5, 0.9],
+        help="the drafter's acceptance rates for the natural modes (0.5,0.9)",
+    )
+    p.add_argument("--ssm-dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    p.add_argument(
+        "--attention",
+        default="torch",
+        choices=["torch", "sglang-triton"],
+        help="full attention: row-invariant torch (default), or sglang's Triton decode and "
+        "extend kernels, to measure their own contribution",
+    )
+    p.add_argument("--variants", default="0.5.23,beta-aligned,exact-parity")
+    p.add_argument("--seed", type=int, default=0, help="the drafter's seed")
+    p.add_argument("--out", default="demo-out", help="table, raw results and figure (demo-out)")
+    p.add_argument("--trace", help="also write sglang GDN state traces under this directory")
+    p.add_argument("--jobs", type=int, help="variants run in parallel (cpu: 3, cuda: 1)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser(
+        "harness-server",
+        help="serve the drift harness's model with sglang's /generate JSON",
+        description="A small HTTP server that answers sglang's POST /generate with the "
+        "drift harness's model, in Base or forced-reject speculative mode, with the "
+        "numerics of one variant. For testing gdn-parity repro and trace-diff end to end.",
+    )
+    p.add_argument("--variant", default="exact-parity", help="0.5.23, beta-aligned or exact-parity")
+    p.add_argument("--mode", default="base", choices=["base", "forced-reject"])
+    p.add_argument("--gamma", type=int, default=1, help="drafts per verify (forced-reject)")
+    p.add_argument("--size", default="tiny", choices=["tiny", "large"])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--ssm-dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    p.add_argument("--context-length", type=int, default=1024)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000, help="0 picks a free port")
+    p.add_argument("--trace", help="write the GDN state trace (one file) to this directory")
+    p.set_defaults(func=cmd_harness_server)

@@ -1,0 +1,130 @@
+"""The full-attention layers: GQA with q/k RMSNorm and RoPE over a per-request KV cache.
+
+By default row ``i`` of any forward writes its K/V at its position and attends
+over the cache up to it, one row at a time (``rowwise.attend``): a verify row at
+position p computes exactly what decode computes at position p.
+
+With ``attention="sglang-triton"`` the layer runs sglang's Triton attention
+kernels as its triton backend does: ``decode_attention_fwd`` (split-KV, one
+split per 256 tokens, as under ``--enable-deterministic-inference``) for Base
+decode, ``extend_attention_fwd`` (causal, prefix from the cache) for prefill and
+TARGET_VERIFY. Decode and verify then compute attention with different kernels:
+what that costs exact parity is the next gap after the GDN layers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from gdn_parity.drift.model import rowwise
+from gdn_parity.drift.model.config import ModelConfig
+from gdn_parity.drift.model.weights import AttentionWeights
+
+
+class KVCache:
+    """Keys and values of every attention layer: ``[layers, max_len, kv_heads, head_dim]``."""
+
+    def __init__(self, config: ModelConfig, max_len: int, dtype: torch.dtype, device: str):
+        shape = (len(config.attention_layers), max_len, config.attn_kv_heads, config.attn_head_dim)
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)
+        self.values = torch.zeros(shape, dtype=dtype, device=device)
+
+
+SPLIT_TILE = 256  # SGLANG_TRITON_DECODE_SPLIT_TILE_SIZE's default
+MAX_KV_SPLITS = 8  # --triton-attention-num-kv-splits' default
+
+
+def load_triton_attention() -> Any:
+    """sglang's Triton decode and extend attention kernels, from the importable tree."""
+    from sglang.kernels.ops.attention import decode_attention, extend_attention
+
+    return decode_attention.decode_attention_fwd, extend_attention.extend_attention_fwd
+
+
+class AttentionLayer:
+    def __init__(
+        self, index: int, weights: AttentionWeights, config: ModelConfig, triton: Any = None
+    ):
+        self.index = index  # in the KV cache's layer dim
+        self.w = weights
+        self.c = config
+        self.triton = triton  # (decode_attention_fwd, extend_attention_fwd), or None: torch
+
+    def _qkv(self, x: torch.Tensor, position: int) -> tuple[torch.Tensor, ...]:
+        c, w = self.c, self.w
+        q = F.linear(x, w.q).view(c.attn_heads, c.attn_head_dim)
+        k = F.linear(x, w.k).view(c.attn_kv_heads, c.attn_head_dim)
+        v = F.linear(x, w.v).view(c.attn_kv_heads, c.attn_head_dim)
+        q = rowwise.rope(rowwise.rms_norm(q, w.q_norm, c.rms_eps), position, c.rope_theta)
+        k = rowwise.rope(rowwise.rms_norm(k, w.k_norm, c.rms_eps), position, c.rope_theta)
+        return q, k, v
+
+    def forward_rows(
+        self, rows: list[torch.Tensor], start: int, phase: str, cache: KVCache
+    ) -> list[torch.Tensor]:
+        """Attention outputs (projected) of normed rows ``[1, hidden]`` at ``start...``."""
+        keys, values = cache.keys[self.index], cache.values[self.index]
+        qs = []
+        for i, x in enumerate(rows):
+            q, keys[start + i], values[start + i] = self._qkv(x, start + i)
+            qs.append(q)
+        if self.triton is None:
+            outs = [
+                rowwise.attend(q, keys[: start + i + 1], values[: start + i + 1])
+                for i, q in enumerate(qs)
+            ]
+        elif phase == "decode":
+            outs = list(self._triton_decode(torch.stack(qs), start + 1, keys, values))
+        else:
+            outs = list(self._triton_extend(torch.stack(qs), start, keys, values))
+        return [F.linear(o.reshape(1, -1), self.w.o) for o in outs]
+
+    def _triton_decode(self, q, length, keys, values) -> torch.Tensor:
+        decode_attention_fwd, _ = self.triton
+        heads, dim, device = q.shape[1], q.shape[2], q.device
+        out = torch.empty_like(q)
+        decode_attention_fwd(
+            q,
+            keys,
+            values,
+            out,
+            torch.tensor([0, length], dtype=torch.int32, device=device),
+            torch.arange(length, dtype=torch.int64, device=device),
+            torch.empty(1, heads, MAX_KV_SPLITS, dim, dtype=torch.float32, device=device),
+            torch.empty(1, heads, MAX_KV_SPLITS, dtype=torch.float32, device=device),
+            torch.tensor(
+                [min(MAX_KV_SPLITS, -(-length // SPLIT_TILE))], dtype=torch.int32, device=device
+            ),
+            MAX_KV_SPLITS,
+            dim**-0.5,
+            1.0,
+            1.0,
+        )
+        return out
+
+    def _triton_extend(self, q, start, keys, values) -> torch.Tensor:
+        _, extend_attention_fwd = self.triton
+        n, device = q.shape[0], q.device
+        out = torch.empty_like(q)
+        extend_attention_fwd(
+            q,
+            keys[start : start + n].contiguous(),
+            values[start : start + n].contiguous(),
+            out,
+            keys,
+            values,
+            torch.tensor([0, n], dtype=torch.int32, device=device),
+            torch.tensor([0, start], dtype=torch.int32, device=device),
+            torch.arange(start, dtype=torch.int64, device=device),
+            None,
+            True,
+            None,
+            n,
+            1.0,
+            1.0,
+            sm_scale=q.shape[-1] ** -0.5,
+        )
+        return out

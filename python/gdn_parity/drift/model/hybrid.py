@@ -1,0 +1,208 @@
+"""The hybrid model serving one request: prefill, Base decode, TARGET_VERIFY and commit.
+
+Embedding, norms, projections, attention, MLP and lm_head run one row at a time
+in plain torch (``rowwise``); the GDN recurrence of all rows of a forward runs
+in one call of sglang's kernels (``gdn``), as in the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from gdn_parity.drift.model import rowwise
+from gdn_parity.drift.model.attention import AttentionLayer, KVCache, load_triton_attention
+from gdn_parity.drift.model.commit import commit_verify
+from gdn_parity.drift.model.config import SIZES, ModelConfig
+from gdn_parity.drift.model.gdn import GDNLayer, GDNPools, TraceStep
+from gdn_parity.drift.model.kernels import SglangKernels, load_kernels
+from gdn_parity.drift.model.weights import DTYPE, ModelWeights, make_weights
+
+PHASES = ("prefill", "decode", "verify")
+ATTENTION = ("torch", "sglang-triton")
+
+
+@dataclass
+class Snapshot:
+    """The request's full state: GDN pools (persistent part) and KV cache."""
+
+    gdn: tuple[torch.Tensor, torch.Tensor]
+    keys: torch.Tensor
+    values: torch.Tensor
+
+
+class HybridModel:
+    def __init__(
+        self,
+        config: ModelConfig,
+        weights: ModelWeights,
+        kernels: SglangKernels,
+        *,
+        device: str,
+        max_len: int,
+        ssm_dtype: torch.dtype = torch.bfloat16,
+        conv_dtype: torch.dtype = torch.bfloat16,
+        rid: str = "req-0",
+        attention: str = "torch",
+    ):
+        self.c = config
+        self.w = weights
+        self.kernels = kernels
+        self.device = device
+        self.ssm_dtype, self.conv_dtype = ssm_dtype, conv_dtype
+        self.rid = rid
+        self.max_len = max_len
+        self.slot = 1  # the request's pool slot; slot 0 stays zero
+        self.slots = torch.tensor([self.slot], dtype=torch.int32, device=device)
+        self.pools = GDNPools(config, 1, ssm_dtype, conv_dtype, device)
+        self.cache = KVCache(config, max_len, DTYPE, device)
+        self.lm_head = weights.lm_head.float()
+        if attention not in ATTENTION:
+            raise ValueError(f"attention must be one of {ATTENTION}")
+        triton = load_triton_attention() if attention == "sglang-triton" else None
+        self.mixers: list[GDNLayer | AttentionLayer] = []
+        gdn_index = attn_index = 0
+        for layer, lw in enumerate(weights.layers):
+            if config.is_gdn(layer):
+                self.mixers.append(GDNLayer(layer, gdn_index, lw.mixer, config, kernels))
+                gdn_index += 1
+            else:
+                self.mixers.append(AttentionLayer(attn_index, lw.mixer, config, triton))
+                attn_index += 1
+        self.trace: Any = None  # a GDNStateTrace while a traced run is in progress
+
+    @classmethod
+    def build(
+        cls,
+        size: str,
+        device: str,
+        *,
+        max_len: int,
+        ssm_dtype: str = "bfloat16",
+        rid: str = "req-0",
+        attention: str = "torch",
+    ) -> HybridModel:
+        """The harness model of ``size`` (``SIZES``), its seeded weights, the importable kernels."""
+        config = SIZES[size]
+        return cls(
+            config,
+            make_weights(config, device),
+            load_kernels(),
+            device=device,
+            max_len=max_len,
+            ssm_dtype=getattr(torch, ssm_dtype),
+            rid=rid,
+            attention=attention,
+        )
+
+    def start_trace(self, path: str, name: str, flags: dict) -> None:
+        """Record the GDN states of the next runs with sglang's GDNStateTrace, to ``path``."""
+        header = {
+            "sglang_version": self.kernels.version,
+            "model": f"gdn-parity drift harness ({name})",
+            "tp_rank": 0,
+            "pp_rank": 0,
+            "ssm_dtype": str(self.ssm_dtype).removeprefix("torch."),
+            "conv_dtype": str(self.conv_dtype).removeprefix("torch."),
+            "flags": flags,
+        }
+        self.trace = self.kernels.state_trace(path, header)
+
+    def stop_trace(self) -> None:
+        if self.trace is not None:
+            self.trace.close()
+            self.trace = None
+
+    def set_draft_tokens(self, draft_tokens: int) -> None:
+        """Size the verify scratch for ``draft_tokens`` rows, keeping the persistent state."""
+        state = self.pools.state(self.slot)
+        self.pools = GDNPools(self.c, draft_tokens, self.ssm_dtype, self.conv_dtype, self.device)
+        self.pools.load(self.slot, state)
+
+    def clear(self) -> None:
+        """A fresh request: zero state, as sglang zeroes a newly allocated mamba slot."""
+        self.pools.load(self.slot, tuple(torch.zeros_like(t) for t in self.pools.state(self.slot)))
+        self.cache.keys.zero_()
+        self.cache.values.zero_()
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            self.pools.state(self.slot), self.cache.keys.clone(), self.cache.values.clone()
+        )
+
+    def restore(self, snapshot: Snapshot) -> None:
+        self.pools.load(self.slot, snapshot.gdn)
+        self.cache.keys.copy_(snapshot.keys)
+        self.cache.values.copy_(snapshot.values)
+
+    def gdn_state(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The request's persistent SSM and conv state, ``[gdn layers, ...]`` copies."""
+        return self.pools.state(self.slot)
+
+    def forward(
+        self, tokens: list[int], start: int, phase: str, exact_parity: bool = False
+    ) -> torch.Tensor:
+        """Logits ``[len(tokens), vocab]`` (fp32) of ``tokens`` at positions ``start...``."""
+        assert phase in PHASES, phase
+        c, device = self.c, self.device
+        positions = list(range(start, start + len(tokens)))
+        ids = torch.tensor(tokens, device=device)
+        trace = None
+        if self.trace is not None and phase != "prefill":
+            batch = SimpleNamespace(
+                rids=[self.rid],
+                positions=torch.tensor(positions, device=device),
+                input_ids=ids,
+            )
+            trace = TraceStep(self.trace, batch)
+        rows = [self.w.embed[ids[i : i + 1]] for i in range(len(tokens))]
+        for mixer, lw in zip(self.mixers, self.w.layers, strict=True):
+            normed = [rowwise.rms_norm(r, lw.input_norm, c.rms_eps) for r in rows]
+            if isinstance(mixer, AttentionLayer):
+                outs = mixer.forward_rows(normed, start, phase, self.cache)
+            else:
+                outs = self._gdn_rows(mixer, normed, phase, exact_parity, trace)
+            rows = [r + o for r, o in zip(rows, outs, strict=True)]
+            rows = [
+                r
+                + rowwise.swiglu(
+                    rowwise.rms_norm(r, lw.post_norm, c.rms_eps), lw.gate, lw.up, lw.down
+                )
+                for r in rows
+            ]
+        return torch.cat(
+            [
+                F.linear(rowwise.rms_norm(r, self.w.final_norm, c.rms_eps).float(), self.lm_head)
+                for r in rows
+            ]
+        )
+
+    def _gdn_rows(self, layer: GDNLayer, normed, phase, exact_parity, trace) -> list[torch.Tensor]:
+        w, c = layer.w, self.c
+        mixed = torch.cat([F.linear(x, w.qkv) for x in normed])
+        z = [F.linear(x, w.z).view(c.gdn_v_heads, c.gdn_head_dim) for x in normed]
+        b = torch.cat([F.linear(x, w.b) for x in normed])
+        a = torch.cat([F.linear(x, w.a) for x in normed])
+        if phase == "prefill":
+            core = layer.prefill(self.pools, self.slots, mixed, a, b)
+        elif phase == "decode":
+            core = layer.decode(self.pools, self.slots, mixed, a, b, trace)
+        else:
+            core = layer.verify(self.pools, self.slots, mixed, a, b, exact_parity, trace)
+        return [
+            F.linear(rowwise.gated_rms_norm(core[i], z[i], w.norm, c.rms_eps).view(1, -1), w.out)
+            for i in range(len(normed))
+        ]
+
+    def commit(self, step: int) -> None:
+        """Commit verify step ``step`` (accepted drafts + 1 - 1) into the persistent pools."""
+        steps = torch.tensor([step], dtype=torch.int32, device=self.device)
+        commit_verify(self.kernels, self.pools, self.slots, steps)
+        if self.trace is not None:
+            self.trace.trace_post_commit(
+                self.c.gdn_layers, self.pools.temporal, self.pools.conv[0], self.slots, steps
+            )

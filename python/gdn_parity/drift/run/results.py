@@ -1,0 +1,92 @@
+"""What a worker returns for one numerics variant: typed, and JSON on the way between processes.
+
+The worker writes a ``VariantResult`` as JSON; the demo reads it back with
+``VariantResult.from_json`` and the table, the figure and the tests read its fields.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from gdn_parity.drift.run.modes import Mode, ModeKind
+
+
+@dataclass(frozen=True)
+class RoundDiff:
+    """The committed state after one round against Base's at the same position."""
+
+    round: int
+    pos: int
+    on_path: bool  # every absorbed token equals Base's, so the states are comparable
+    ssm_max: list[float]  # per GDN layer: max |spec - base|; NaN off the path
+    conv_max: list[float]
+
+    @property
+    def max_diff(self) -> float:
+        """The largest SSM or conv difference over every GDN layer."""
+        return max(self.ssm_max + self.conv_max)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """Base greedy decode's tokens and their sha256 as sglang#35150 hashes them."""
+
+    tokens: list[int]
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    """One speculative mode's run against the variant's Base decode."""
+
+    label: str
+    mode: Mode
+    tokens: list[int]
+    sha256: str
+    rounds: int
+    proposed: int
+    accepted: int
+    histogram: list[int]
+    diffs: list[RoundDiff]
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> ModeResult:
+        fields = dict(raw, mode=Mode.from_dict(raw["mode"]))
+        fields["diffs"] = [RoundDiff(**d) for d in raw["diffs"]]
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    variant: str
+    exact_parity: bool
+    sglang_tree: str
+    sglang_version: str
+    device: str
+    size: str
+    ssm_dtype: str
+    attention: str
+    gdn_layers: list[int]
+    prompt_len: int
+    base: Decoded
+    modes: list[ModeResult]
+    traces: dict[str, str]  # mode label -> trace file, when traced
+    seconds: float
+
+    def mode(self, kind: ModeKind) -> ModeResult:
+        """The first mode of ``kind``."""
+        return next(m for m in self.modes if m.mode.kind is kind)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> VariantResult:
+        fields = dict(raw, base=Decoded(**raw["base"]))
+        fields["modes"] = [ModeResult.from_dict(m) for m in raw["modes"]]
+        return cls(**fields)
+
+    @classmethod
+    def from_json(cls, text: str) -> VariantResult:
+        return cls.from_dict(json.loads(text))

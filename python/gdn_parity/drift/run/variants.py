@@ -1,0 +1,55 @@
+"""The three numerics the demo compares, each the real sglang code of a prefix of the series.
+
+Patch 0001 (the state trace) changes no numerics, so the 0.5.23 variant is the
+base plus that patch alone: the harness traces every variant with sglang's own
+tracer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gdn_parity.errors import GdnParityError
+from gdn_parity.queue.cache import cache_dir
+from gdn_parity.queue.changes import series_changes
+from gdn_parity.queue.series import Series
+from gdn_parity.queue.tree import materialise_tree
+
+TRACE_MODULE = "python/sglang/srt/layers/attention/linear/gdn_state_trace.py"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    patches: int | None  # a prefix of the series; None: all of it
+    exact_parity: bool
+
+
+VARIANTS = (
+    Variant("0.5.23", "sglang 0.5.23's kernels (the series' fixes off)", 1, False),
+    Variant("beta-aligned", "the series, flag off: one gate math for every kernel", None, False),
+    Variant("exact-parity", "the series with --gdn-verify-exact-parity", None, True),
+)
+
+
+def variant_named(name: str) -> Variant:
+    for variant in VARIANTS:
+        if variant.name == name:
+            return variant
+    raise GdnParityError(f"no variant {name!r}; choose from {[v.name for v in VARIANTS]}")
+
+
+def variant_tree(series: Series, variant: Variant) -> Path:
+    """The materialised tree of the variant's prefix of the series (cached)."""
+    if variant.patches is None:
+        return materialise_tree(series, cache_dir() / "variant-series")
+    prefix = series.with_patches(list(series.patches[: variant.patches]))
+    tree = materialise_tree(prefix, cache_dir() / f"variant-{variant.name}")
+    if TRACE_MODULE not in {c.path for c in series_changes(tree)}:
+        raise GdnParityError(
+            f"patch {series.patches[0]} does not add {TRACE_MODULE}: the series must "
+            "start with the state trace for the 0.5.23 variant"
+        )
+    return tree

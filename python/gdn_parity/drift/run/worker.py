@@ -1,0 +1,175 @@
+"""Run every mode of the demo for one numerics variant, with that variant's sglang tree.
+
+``python -m gdn_parity.drift.run.worker JOB.json`` imports sglang from the job's
+tree (skipping ``sglang/__init__``), runs Base decode and every speculative
+mode from one shared prefill, writes the results to ``job.out`` and reports
+progress on stdout as ``progress N`` lines (N newly committed tokens).
+``run_job`` does the same in-process, with the sglang that is importable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gdn_parity.drift.run.modes import Mode, Progress
+from gdn_parity.drift.run.results import Decoded, ModeResult, VariantResult
+
+if TYPE_CHECKING:
+    from gdn_parity.drift.model.hybrid import HybridModel
+
+
+@dataclass(frozen=True)
+class Job:
+    variant: str
+    tree: str
+    exact_parity: bool
+    size: str
+    device: str
+    prompt: list[int]
+    tokens: int
+    modes: list[Mode]
+    ssm_dtype: str = "bfloat16"
+    attention: str = "torch"
+    seed: int = 0
+    trace_dir: str | None = None
+    out: str = ""
+
+    @property
+    def progress_total(self) -> int:
+        return self.tokens * (1 + len(self.modes))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Job:
+        raw = json.loads(text)
+        raw["modes"] = [Mode.from_dict(m) for m in raw["modes"]]
+        return cls(**raw)
+
+
+@dataclass
+class _Tracer:
+    """Opens one sglang GDNStateTrace per run, named after the mode."""
+
+    job: Job
+    model: HybridModel
+    paths: dict[str, str] = field(default_factory=dict)
+
+    def start(self, label: str, draft_tokens: int) -> None:
+        if self.job.trace_dir is None:
+            return
+        slug = label.replace(" ", "_").replace("=", "")
+        path = os.path.join(self.job.trace_dir, self.job.variant, f"{slug}.jsonl")
+        flags = {
+            "variant": self.job.variant,
+            "mode": label,
+            "gdn_verify_exact_parity": self.job.exact_parity,
+            "attention": self.job.attention,
+            "speculative_num_draft_tokens": draft_tokens,
+        }
+        self.model.start_trace(path, f"{self.job.size}, seed {self.job.seed}", flags)
+        self.paths[label] = path
+
+    def stop(self) -> None:
+        self.model.stop_trace()
+
+
+def run_job(job: Job, progress: Progress) -> VariantResult:
+    from gdn_parity.debug.tokens import ids_sha256
+    from gdn_parity.drift.model.hybrid import HybridModel
+    from gdn_parity.drift.run import loops
+
+    started = time.perf_counter()
+    model = HybridModel.build(
+        job.size,
+        job.device,
+        max_len=len(job.prompt) + job.tokens + max([m.gamma for m in job.modes] + [0]) + 1,
+        ssm_dtype=job.ssm_dtype,
+        rid="demo",
+        attention=job.attention,
+    )
+    kernels = model.kernels
+    if job.exact_parity and not kernels.has_exact_parity:
+        raise RuntimeError(f"{kernels.tree} has no --gdn-verify-exact-parity kernel")
+    tracer = _Tracer(job, model)
+    start, first = loops.prefill(model, job.prompt)
+    tracer.start("base", 1)
+    base = loops.run_base(model, start, first, len(job.prompt), job.tokens, progress)
+    tracer.stop()
+    runs = []
+    for index, mode in enumerate(job.modes):
+        model.set_draft_tokens(mode.gamma + 1)
+        tracer.start(mode.label, mode.gamma + 1)
+        drafter = loops.OracleDrafter(
+            base.tokens, mode.accept_rate, model.c.vocab, job.seed + index
+        )
+        run = loops.run_spec(
+            model,
+            start,
+            first,
+            len(job.prompt),
+            mode,
+            job.tokens,
+            job.exact_parity,
+            drafter,
+            progress,
+            reference=base,
+        )
+        tracer.stop()
+        runs.append(
+            ModeResult(
+                label=mode.label,
+                mode=mode,
+                tokens=run.tokens,
+                sha256=ids_sha256(run.tokens),
+                rounds=run.rounds,
+                proposed=run.proposed,
+                accepted=run.accepted,
+                histogram=run.histogram,
+                diffs=run.diffs,
+            )
+        )
+    return VariantResult(
+        variant=job.variant,
+        exact_parity=job.exact_parity,
+        sglang_tree=kernels.tree,
+        sglang_version=kernels.version,
+        device=job.device,
+        size=job.size,
+        ssm_dtype=job.ssm_dtype,
+        attention=job.attention,
+        gdn_layers=model.c.gdn_layers,
+        prompt_len=len(job.prompt),
+        base=Decoded(base.tokens, ids_sha256(base.tokens)),
+        modes=runs,
+        traces=tracer.paths,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def main(argv: list[str]) -> int:
+    job = Job.from_json(Path(argv[0]).read_text())
+    from gdn_parity.sandbox.sglang_tree import use_tree
+
+    use_tree(Path(job.tree), job.device)
+    import torch
+
+    torch.set_num_threads(1)
+
+    def progress(n: int) -> None:
+        print(f"progress {n}", flush=True)
+
+    result = run_job(job, progress)
+    Path(job.out).write_text(json.dumps(result.to_dict()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

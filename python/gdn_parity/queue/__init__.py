@@ -1,0 +1,1 @@
+"""The patch queue: the series, the pinned base, trees of base + series, export, file changes."""

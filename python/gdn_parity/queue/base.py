@@ -1,0 +1,110 @@
+"""The base: the pinned sglang wheel from PyPI, laid out upstream-shaped in a git repo.
+
+``python/sglang/...`` holds the wheel's ``sglang/`` package byte for byte. The
+base commit has a fixed identity and date, so its hash is the same everywhere;
+``patches/series`` pins both the wheel's sha256 and that hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from gdn_parity.errors import GdnParityError
+from gdn_parity.queue.cache import cache_dir
+from gdn_parity.queue.git import FIXED_DATE, git, git_out, is_git_repo
+from gdn_parity.queue.series import Series
+
+BASE_BRANCH = "base"
+PACKAGE_PREFIX = "sglang/"
+UPSTREAM_PREFIX = "python/"
+
+
+def sha256_file(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def fetch_wheel(series: Series) -> Path:
+    """The cached base wheel, downloaded with pip on first use; its sha256 is checked."""
+    wheels = cache_dir() / "wheels"
+    wheels.mkdir(exist_ok=True)
+    wheel = wheels / series.wheel_name
+    if not wheel.is_file():
+        with tempfile.TemporaryDirectory(dir=wheels) as tmp:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps"]
+            cmd += ["--only-binary=:all:", "--dest", tmp, series.base]
+            cmd += ["--platform", "manylinux_2_34_x86_64", "--python-version", "3.11"]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            got = Path(tmp) / series.wheel_name
+            if proc.returncode != 0 or not got.is_file():
+                raise GdnParityError(
+                    f"could not download {series.base} ({series.wheel_name}):\n"
+                    f"{proc.stderr.strip()[-2000:]}\n"
+                    f"Place the wheel at {wheel} to work offline."
+                )
+            os.replace(got, wheel)
+    actual = sha256_file(wheel)
+    if actual != series.wheel_sha256:
+        raise GdnParityError(
+            f"{wheel} has sha256 {actual}, but the series pins "
+            f"{series.wheel_sha256}. Delete it and retry."
+        )
+    return wheel
+
+
+def _extract_package(wheel: Path, dest: Path) -> None:
+    """Write the wheel's ``sglang/`` files under ``dest/python/`` with mode 0644."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if info.is_dir() or not info.filename.startswith(PACKAGE_PREFIX):
+                continue
+            target = dest / UPSTREAM_PREFIX / info.filename
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(zf.read(info))
+            target.chmod(0o644)
+
+
+def _make_base_commit(repo: Path, series: Series) -> str:
+    git(repo, "init", "--quiet", f"--initial-branch={BASE_BRANCH}")
+    git(repo, "config", "core.autocrlf", "false")
+    git(repo, "config", "core.fileMode", "true")
+    git(repo, "add", "--all", "--force", ".")
+    message = (
+        f"sglang {series.version} (base)\n\n"
+        f"The sglang/ package of {series.wheel_name}\n"
+        f"(sha256 {series.wheel_sha256}) laid out as upstream python/sglang/.\n"
+    )
+    dates = {"GIT_AUTHOR_DATE": FIXED_DATE, "GIT_COMMITTER_DATE": FIXED_DATE}
+    git(repo, "commit", "--quiet", "--no-verify", "-m", message, env=dates)
+    return git_out(repo, "rev-parse", "HEAD")
+
+
+def base_repo(series: Series) -> Path:
+    """A cached git repo whose ``base`` branch is the pinned base commit."""
+    root = cache_dir() / f"base-{series.version}-{series.wheel_sha256[:12]}"
+    if is_git_repo(root):
+        if git_out(root, "rev-parse", BASE_BRANCH) == series.base_commit:
+            return root
+        shutil.rmtree(root)
+    wheel = fetch_wheel(series)
+    tmp = Path(tempfile.mkdtemp(prefix="base-", dir=cache_dir()))
+    try:
+        _extract_package(wheel, tmp)
+        commit = _make_base_commit(tmp, series)
+        if commit != series.base_commit:
+            raise GdnParityError(
+                f"the base commit built from {wheel.name} is {commit}, but the "
+                f"series pins {series.base_commit}: the layout or git changed."
+            )
+        os.replace(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return root

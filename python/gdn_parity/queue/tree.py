@@ -1,0 +1,123 @@
+"""``gdn-parity tree``: a git work tree holding the base plus one commit per patch."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from gdn_parity.errors import GdnParityError
+from gdn_parity.queue.base import BASE_BRANCH, base_repo
+from gdn_parity.queue.cache import cache_dir
+from gdn_parity.queue.git import FIXED_DATE, git, git_out, is_clean, is_git_repo
+from gdn_parity.queue.series import Series
+
+TREE_BRANCH = "gdn-parity"
+DIGEST_KEY = "gdnparity.series-digest"
+HEAD_KEY = "gdnparity.series-head"
+
+
+def default_tree_dir() -> Path:
+    """``$GDN_PARITY_TREE``, else the cache's ``tree/``."""
+    env = os.environ.get("GDN_PARITY_TREE")
+    return Path(env) if env else cache_dir() / "tree"
+
+
+def _recorded(repo: Path, key: str) -> str:
+    return git(repo, "config", "--get", key, check=False).stdout.decode().strip()
+
+
+def _apply_series(repo: Path, series: Series) -> None:
+    """``git am`` every patch on top of the base; name patch, file and hunk on failure."""
+    committer = {"GIT_COMMITTER_DATE": FIXED_DATE}
+    for path in series.patch_paths():
+        proc = git(
+            repo,
+            "am",
+            "--quiet",
+            "--committer-date-is-author-date",
+            "--keep-cr",
+            "--keep-non-patch",
+            str(path),
+            check=False,
+            env=committer,
+        )
+        if proc.returncode != 0:
+            output = (proc.stdout + proc.stderr).decode(errors="replace")
+            git(repo, "am", "--abort", check=False)
+            failures = "\n".join(_failed_hunks(path, output)) or output.strip()
+            raise GdnParityError(f"patch {path.name} does not apply:\n{failures}")
+
+
+def _failed_hunks(patch: Path, am_output: str) -> list[str]:
+    """``FILE: hunk @@ -L,... @@`` for each ``patch failed: FILE:L`` git reported."""
+    text = patch.read_text(errors="replace").splitlines()
+    lines = []
+    for match in re.finditer(r"patch failed: (\S+):(\d+)", am_output):
+        name, start = match.group(1), match.group(2)
+        in_file = False
+        hunk = f"the hunk at line {start}"
+        for line in text:
+            if line.startswith("diff --git "):
+                in_file = line.endswith(f" b/{name}")
+            elif in_file and line.startswith(f"@@ -{start},"):
+                hunk = line
+                break
+        lines.append(f"  {name}: {hunk}")
+    return lines
+
+
+def materialise_tree(series: Series, directory: Path | None = None) -> Path:
+    """Make ``directory`` hold base + series; do nothing when it already does."""
+    directory = (directory or default_tree_dir()).resolve()
+    digest = series.digest()
+    if is_git_repo(directory):
+        head = git_out(directory, "rev-parse", "HEAD")
+        if (
+            _recorded(directory, DIGEST_KEY) == digest
+            and _recorded(directory, HEAD_KEY) == head
+            and is_clean(directory)
+        ):
+            return directory
+        if _recorded(directory, DIGEST_KEY) == "":
+            raise GdnParityError(
+                f"{directory} is a git repo that gdn-parity did not make; choose another directory"
+            )
+        if not is_clean(directory) or _recorded(directory, HEAD_KEY) != head:
+            raise GdnParityError(
+                f"{directory} has commits or changes that are not in patches/: "
+                "run `gdn-parity export --tree DIR` to keep them, or remove "
+                "the directory to start again"
+            )
+        git(directory, "checkout", "--quiet", "--force", "-B", TREE_BRANCH, BASE_BRANCH)
+    else:
+        if directory.exists() and any(directory.iterdir()):
+            raise GdnParityError(f"{directory} exists and is not a gdn-parity tree")
+        source = base_repo(series)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        git(
+            directory.parent,
+            "clone",
+            "--quiet",
+            "--branch",
+            BASE_BRANCH,
+            str(source),
+            str(directory),
+        )
+        git(directory, "checkout", "--quiet", "-B", TREE_BRANCH)
+        git(directory, "config", DIGEST_KEY, "")
+    try:
+        _apply_series(directory, series)
+    except GdnParityError:
+        # Nothing unexported can be lost: a reused tree was clean and exported.
+        shutil.rmtree(directory)
+        raise
+    record_tree(directory, series)
+    return directory
+
+
+def record_tree(directory: Path, series: Series) -> None:
+    """Mark ``directory``'s HEAD as exactly ``series`` (after materialising or exporting)."""
+    git(directory, "config", DIGEST_KEY, series.digest())
+    git(directory, "config", HEAD_KEY, git_out(directory, "rev-parse", "HEAD"))
