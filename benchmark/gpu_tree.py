@@ -2,7 +2,7 @@
 
 The GPU machine has Python 3.12 and no registry, so the cp311 sglang wheel is
 unzipped rather than installed, and the series is applied with ``git apply``.
-Kernel modules are then imported with ``gdn_parity.bare_import``.
+Kernel modules are then imported with ``gdn_parity.sandbox.bare_import``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from gdn_parity.bare_import import import_sglang_from  # noqa: E402,F401 (re-exported)
+from gdn_parity.sandbox.bare_import import import_sglang_from  # noqa: E402,F401 (re-exported)
 
 
 def lay_out(wheel: Path, patches: list[Path], root: Path) -> dict[str, Path]:

@@ -6,7 +6,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdn_parity.apply.target import State, Status, file_status
+from gdn_parity.apply.target import Done, State, Status, file_status
 from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.changes import FileChange
 from gdn_parity.queue.git import git, git_out, is_git_repo
@@ -39,7 +39,7 @@ class CheckoutTarget:
             "sglang's base nor the series",
         )
 
-    def apply(self, changes: list[FileChange]) -> str:
+    def apply(self, changes: list[FileChange]) -> Done:
         """``git am`` the series onto the checkout."""
         checkout, series = self.path, self.series
         if not is_git_repo(checkout):
@@ -74,7 +74,8 @@ class CheckoutTarget:
                 "git am failed and the checkout was left as it was:\n"
                 + (proc.stdout + proc.stderr).decode(errors="replace").strip()
             )
-        return f"applied {len(series.patches)} patch(es) to {checkout} as commits"
+        count = len(series.patches)
+        return Done(count, f"applied {count} patch(es) to {checkout} as commits")
 
-    def revert(self, changes: list[FileChange]) -> str:
+    def revert(self, changes: list[FileChange]) -> Done:
         raise GdnParityError("in a git checkout, revert with git (e.g. git reset)")

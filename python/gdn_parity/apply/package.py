@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdn_parity.apply.target import State, Status, file_status
+from gdn_parity.apply.target import Done, State, Status, file_status
 from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.changes import FileChange, sha256_bytes
 from gdn_parity.queue.series import Series
@@ -121,7 +121,7 @@ class PackageTarget:
         _write_all(self.path, wanted)
         return len(pkg)
 
-    def apply(self, changes: list[FileChange]) -> str:
+    def apply(self, changes: list[FileChange]) -> Done:
         version = self.series.version
         found = package_version(self.path)
         if found != version:
@@ -146,9 +146,10 @@ class PackageTarget:
         }
         wanted = {c.package_path: c.after for c in pkg}
         wanted[MANIFEST] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-        return f"patched {self._write(changes, wanted)} file(s) in {self.path}"
+        count = self._write(changes, wanted)
+        return Done(count, f"patched {count} file(s) in {self.path}")
 
-    def revert(self, changes: list[FileChange]) -> str:
+    def revert(self, changes: list[FileChange]) -> Done:
         """Restore the base bytes of every touched file."""
         status = self.status(changes)
         if status.state is State.UNPATCHED:
@@ -162,4 +163,5 @@ class PackageTarget:
             c.package_path: c.before for c in changes if c.in_package
         }
         wanted[MANIFEST] = None
-        return f"reverted {self._write(changes, wanted)} file(s) in {self.path}"
+        count = self._write(changes, wanted)
+        return Done(count, f"reverted {count} file(s) in {self.path}")

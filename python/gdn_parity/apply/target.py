@@ -30,17 +30,25 @@ class Status:
     details: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Done:
+    """What an apply or a revert changed: how many patches or files, and the line to print."""
+
+    count: int
+    summary: str
+
+
 class Target(Protocol):
     path: Path
 
     def status(self, changes: list[FileChange]) -> Status:
         """The target's state against the series' changes."""
 
-    def apply(self, changes: list[FileChange]) -> str:
-        """Apply the series, all or nothing; return the line to print."""
+    def apply(self, changes: list[FileChange]) -> Done:
+        """Apply the series, all or nothing."""
 
-    def revert(self, changes: list[FileChange]) -> str:
-        """Restore the base, all or nothing; return the line to print."""
+    def revert(self, changes: list[FileChange]) -> Done:
+        """Restore the base, all or nothing."""
 
 
 def file_status(

@@ -30,7 +30,8 @@ def _changes(series: Series) -> list[FileChange]:
 def cmd_apply(args: argparse.Namespace, series: Series) -> int:
     target = _target(args, series)
     changes = _changes(series)
-    print(target.revert(changes) if args.revert else target.apply(changes))
+    done = target.revert(changes) if args.revert else target.apply(changes)
+    print(done.summary)
     return 0
 
 

@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 
-def _demo(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gdn_parity.cli", "demo", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
-def test_the_demo_writes_its_table_figure_results_and_traces(series, tmp_path):
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_the_demo_writes_its_table_figure_results_and_traces(series, tmp_path, run_cli):
     out = tmp_path / "out"
-    proc = _demo(
-        "--tokens", "5", "--gammas", "1,2", "--accept-rates", "0.5", "--natural-gamma", "2",
-        "--out", str(out), "--trace", str(tmp_path / "trace"),
+    proc = run_cli(
+        "demo", "--tokens", "5", "--gammas", "1,2", "--accept-rates", "0.5", "--natural-gamma", "2",
+        "--out", str(out), "--trace", str(tmp_path / "trace"), timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "exact parity: HOLDS" in proc.stdout
@@ -55,8 +46,8 @@ def test_the_demo_writes_its_table_figure_results_and_traces(series, tmp_path):
         (["--tokens", "1"], "--tokens must be at least 2"),
     ],
 )
-def test_bad_demo_arguments_are_refused_before_any_work(args, message, tmp_path):
-    proc = _demo(*args, "--out", str(tmp_path / "out"))
+def test_bad_demo_arguments_are_refused_before_any_work(args, message, tmp_path, run_cli):
+    proc = run_cli("demo", *args, "--out", str(tmp_path / "out"))
     assert proc.returncode == 2
     assert message in proc.stderr
     assert not (tmp_path / "out").exists()

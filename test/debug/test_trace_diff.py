@@ -3,78 +3,60 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from gdn_parity.debug.issue35150 import INPUT_IDS
+from gdn_parity.debug.trace_diff import diff_traces, read_trace
+from gdn_parity.drift.run.modes import ModeKind
 from gdn_parity.errors import GdnParityError
-from gdn_parity.issue35150 import INPUT_IDS
-from gdn_parity.trace_diff import diff_traces, read_trace
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gdn_parity.cli", "trace-diff", *args],
-        capture_output=True,
-        text=True,
-    )
-
-
-def test_the_0523_trace_parts_where_the_states_part(legacy_run):
+def test_the_0523_trace_parts_where_the_states_part(legacy_run, run_cli):
     """The first divergence trace-diff reports is where the harness's tensors first differ."""
-    traces = legacy_run["traces"]
-    forced = next(m for m in legacy_run["modes"] if m["mode"]["kind"] == "forced-reject")
+    traces = legacy_run.traces
+    forced = legacy_run.mode(ModeKind.FORCED_REJECT)
     # The oracle: the harness compared the committed tensors after round 1 directly.
-    round1 = forced["diffs"][0]
+    round1 = forced.diffs[0]
     layer = next(
         layer_id
         for layer_id, s, c in zip(
-            legacy_run["gdn_layers"], round1["ssm_max"], round1["conv_max"], strict=True
+            legacy_run.gdn_layers, round1.ssm_max, round1.conv_max, strict=True
         )
         if s > 0 or c > 0
     )
-    diff = diff_traces(read_trace(Path(traces["base"])), read_trace(Path(traces[forced["label"]])))
+    diff = diff_traces(read_trace(Path(traces["base"])), read_trace(Path(traces[forced.label])))
     first, committed = diff.first.record, diff.first_committed.record
     assert (first["pos"], first["layer"], first["checkpoint"], first["step"]) == (
-        round1["pos"], layer, "verify_step", 0,
+        round1.pos, layer, "verify_step", 0,
     )  # fmt: skip
     assert (committed["pos"], committed["layer"], committed["checkpoint"]) == (
-        round1["pos"], layer, "post_commit",
+        round1.pos, layer, "post_commit",
     )  # fmt: skip
-    proc = _cli(traces["base"], traces[forced["label"]])
+    proc = run_cli("trace-diff", traces["base"], traces[forced.label])
     assert proc.returncode == 1, proc.stderr
-    assert f"first divergence: pos {round1['pos']}, layer {layer}, verify_step[0]" in proc.stdout
+    assert f"first divergence: pos {round1.pos}, layer {layer}, verify_step[0]" in proc.stdout
 
 
-def test_an_exact_parity_trace_has_no_divergence(sglang_tree, tmp_path):
-    from sglang.srt.layers.attention.linear.gdn_state_trace import GDNStateTrace
+def test_an_exact_parity_trace_has_no_divergence(tiny_model, tmp_path, run_cli):
+    from gdn_parity.drift.run import loops
+    from gdn_parity.drift.run.modes import Mode
 
-    from gdn_parity.drift import loops
-    from gdn_parity.drift.config import SIZES
-    from gdn_parity.drift.kernels import load_kernels
-    from gdn_parity.drift.model import HybridModel
-    from gdn_parity.drift.modes import Mode
-    from gdn_parity.drift.weights import make_weights
-
-    config = SIZES["tiny"]
-    model = HybridModel(
-        config, make_weights(config, "cpu"), load_kernels(), device="cpu", max_len=64
-    )
+    model = tiny_model
     start, first = loops.prefill(model, list(INPUT_IDS))
-    model.trace = GDNStateTrace(str(tmp_path / "base.jsonl"), {})
+    model.start_trace(str(tmp_path / "base.jsonl"), "tiny", {"mode": "base"})
     base = loops.run_base(model, start, first, len(INPUT_IDS), 6, lambda n: None)
-    model.trace.close()
-    mode = Mode("natural", 2, 0.5)
+    model.stop_trace()
+    mode = Mode(ModeKind.NATURAL, 2, 0.5)
     model.set_draft_tokens(3)
-    model.trace = GDNStateTrace(str(tmp_path / "spec.jsonl"), {})
-    drafter = loops.OracleDrafter(base.tokens, 0.5, config.vocab, seed=3)
+    model.start_trace(str(tmp_path / "spec.jsonl"), "tiny", {"mode": mode.label})
+    drafter = loops.OracleDrafter(base.tokens, 0.5, model.c.vocab, seed=3)
     loops.run_spec(
         model, start, first, len(INPUT_IDS), mode, 6, True, drafter, lambda n: None
     )  # fmt: skip
-    model.trace.close()
-    proc = _cli(str(tmp_path / "base.jsonl"), str(tmp_path / "spec.jsonl"))
+    model.stop_trace()
+    proc = run_cli("trace-diff", str(tmp_path / "base.jsonl"), str(tmp_path / "spec.jsonl"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no divergence: every compared state is bitwise equal" in proc.stdout
     diff = diff_traces(read_trace(tmp_path / "base.jsonl"), read_trace(tmp_path / "spec.jsonl"))
@@ -164,9 +146,9 @@ def test_request_ids_align_when_each_trace_holds_one(tmp_path):
         ('{"type": "header", "format": "sglang-gdn-state-trace", "version": 9}\n', "version 9"),
     ],
 )
-def test_a_file_that_is_not_a_trace_is_refused(tmp_path, content, message):
+def test_a_file_that_is_not_a_trace_is_refused(tmp_path, content, message, run_cli):
     path = tmp_path / "t.jsonl"
     path.write_text(content)
-    proc = _cli(str(path), str(path))
+    proc = run_cli("trace-diff", str(path), str(path))
     assert proc.returncode == 2
     assert message in proc.stderr

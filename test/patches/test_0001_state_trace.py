@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from backend_rig import BackendRig, Shape, make_layer
+from helpers.backend_rig import BackendRig, Shape, make_layer
 
 S = Shape(n=2, d=3, h=1, hv=2, k=16, v=16)
 INDICES = torch.tensor([2, 1], dtype=torch.int32)
@@ -110,9 +110,9 @@ def test_verify_records_the_input_and_every_step_snapshot(sglang_tree, tmp_path,
 def test_the_harness_gdn_layer_is_the_backend(sglang_tree, tmp_path, rows, exact_parity):
     from sglang.srt.layers.attention.linear.gdn_state_trace import GDNStateTrace
 
-    from gdn_parity.drift.config import ModelConfig
-    from gdn_parity.drift.gdn import GDNLayer, GDNPools, TraceStep
-    from gdn_parity.drift.kernels import load_kernels
+    from gdn_parity.drift.model.config import ModelConfig
+    from gdn_parity.drift.model.gdn import GDNLayer, GDNPools, TraceStep
+    from gdn_parity.drift.model.kernels import load_kernels
 
     layer, conv, ssm, x, a, b = rows
     config = ModelConfig("t", 32, 4, 64, S.h, S.hv, S.k, 2, 1, 16)
@@ -150,8 +150,8 @@ def test_the_commit_records_the_committed_state_of_every_layer(
     """
     import sglang.srt.layers.attention.hybrid_linear_attn_backend as hybrid
 
-    from gdn_parity.drift.commit import commit_verify
-    from gdn_parity.drift.kernels import load_kernels
+    from gdn_parity.drift.model.commit import commit_verify
+    from gdn_parity.drift.model.kernels import load_kernels
 
     kernels = load_kernels()
     monkeypatch.setattr(

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from gdn_probes import probe_rows, random_gate_inputs, read_probe
+from helpers.gdn_probes import probe_rows, random_gate_inputs, read_probe
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 PROBES = ["g", "beta"]

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from gdn_parity.base import BASE_BRANCH, base_repo
 from gdn_parity.errors import GdnParityError
-from gdn_parity.export import check_series, export_series
-from gdn_parity.git import git_out
-from gdn_parity.series import load_series
-from gdn_parity.tree import materialise_tree
+from gdn_parity.queue.base import BASE_BRANCH, base_repo
+from gdn_parity.queue.export import check_series, export_series
+from gdn_parity.queue.git import git_out
+from gdn_parity.queue.series import load_series
+from gdn_parity.queue.tree import materialise_tree
+
+pytestmark = pytest.mark.needs_tree
 
 
 def _copy_patches(series, dest: Path) -> Path:
@@ -107,18 +108,14 @@ def test_a_patch_that_does_not_apply_names_patch_file_and_hunk(series, tmp_path)
     assert not (tmp_path / "tree").exists()
 
 
-def test_cli_check_exits_zero_and_says_ok():
-    proc = subprocess.run(
-        [sys.executable, "-m", "gdn_parity.cli", "check"], capture_output=True, text=True
-    )
+def test_cli_check_exits_zero_and_says_ok(run_cli):
+    proc = run_cli("check")
     assert proc.returncode == 0, proc.stderr
     assert "check ok" in proc.stdout
 
 
-def test_cli_smoke_imports_the_patched_modules_from_the_tree(sglang_tree):
-    proc = subprocess.run(
-        [sys.executable, "-m", "gdn_parity.cli", "smoke"], capture_output=True, text=True
-    )
+def test_cli_smoke_imports_the_patched_modules_from_the_tree(sglang_tree, run_cli):
+    proc = run_cli("smoke")
     assert proc.returncode == 0, proc.stderr
     paths = [line.split("<- ")[1] for line in proc.stdout.splitlines() if "<- " in line]
     assert len(paths) == 6

@@ -1,12 +1,20 @@
-"""--gdn-verify-exact-parity under the Triton interpreter: the invariant, by construction.
+"""Patch 0003, --gdn-verify-exact-parity under the Triton interpreter: the invariant.
 
+The kernel:
 For every request and draft step t, the parity verify's output row and its state
 snapshot for step t equal what packed decode produces and stores when the same
 rows are fed one token at a time from the committed state. After the real
 commit of any accepted length, the persistent state equals Base decode's, and
 the next round continues from it. (sglang's scatter kernel refuses CPU tensors,
 so the commit here is the same byte copy in torch; the CUDA test in patch 0003
-and benchmark/gpu_verify_parity.py commit through the real kernel.)
+and benchmark/gpu/gpu_verify_parity.py commit through the real kernel.)
+
+The backend: the real ``GDNAttnBackend.forward_extend`` target-verify branch, with
+the flag on and off (``helpers.backend_rig``: real sglang objects and tensors, no
+``__init__``), against Base decode of the same rows with sglang's single-token
+``causal_conv1d_update`` first.
+
+The reference everywhere is ``gdn_parity.drift.reference.decode_token_by_token``.
 """
 
 from __future__ import annotations
@@ -14,31 +22,15 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gdn_parity.drift.reference import ConvInputs, decode_token_by_token
+from helpers.backend_rig import BackendRig, Shape, make_layer
+
 
 def _rows(n: int, d: int, h: int, hv: int, k: int, v: int, gen: torch.Generator):
     mixed = torch.randn(n * d, 2 * h * k + hv * v, generator=gen).to(torch.bfloat16)
     a = torch.randn(n * d, hv, generator=gen).to(torch.bfloat16)
     b = torch.randn(n * d, hv, generator=gen).to(torch.bfloat16)
     return mixed, a, b
-
-
-def _decode_token_by_token(mixed, a, b, A_log, dt_bias, pool, indices, n, d, hv, v, k):
-    """Base decode of the d tokens of each request; outputs and state after each step."""
-    from sglang.kernels.ops.attention.fla.fused_recurrent import (
-        fused_recurrent_gated_delta_rule_packed_decode,
-    )
-
-    outputs, states = [], []
-    for t in range(d):
-        rows = torch.arange(n) * d + t
-        out = torch.empty(n, 1, hv, v, dtype=mixed.dtype)
-        fused_recurrent_gated_delta_rule_packed_decode(
-            mixed[rows].contiguous(), a[rows].contiguous(), b[rows].contiguous(),
-            A_log, dt_bias, k**-0.5, pool, out, indices, use_qk_l2norm_in_kernel=True,
-        )  # fmt: skip
-        outputs.append(out.view(n, hv, v))
-        states.append(pool[indices.clamp(min=0).long()].clone())
-    return torch.stack(outputs, 1), torch.stack(states, 1)
 
 
 @pytest.mark.parametrize(
@@ -74,10 +66,8 @@ def test_parity_verify_equals_decode_then_commit_and_continue(sglang_tree, pool_
         )  # fmt: skip
         assert torch.equal(pool, committed), "the persistent pool must only be read"
 
-        ref_pool = committed.clone()
-        ref_out, ref_states = _decode_token_by_token(
-            mixed, a, b, A_log, dt_bias, ref_pool, indices, n, d, hv, v, k
-        )
+        ref = decode_token_by_token(mixed, a, b, A_log, dt_bias, committed.clone(), indices, d)
+        ref_out, ref_states = ref.outputs, ref.states
         assert torch.equal(out.view(n, d, hv, v), ref_out)
         assert not out.view(n, d, hv, v)[~valid].any(), "padded rows give zeros, as in decode"
         assert torch.equal(intermediate[valid], ref_states[valid])
@@ -109,10 +99,8 @@ def test_the_default_verify_kernel_does_not_hold_the_invariant(sglang_tree):
         disable_state_update=True, intermediate_states_buffer=intermediate,
         intermediate_state_indices=indices, cache_steps=d,
     )  # fmt: skip
-    _, ref_states = _decode_token_by_token(
-        mixed, a, b, A_log, dt_bias, pool.clone(), indices, n, d, hv, v, k
-    )
-    assert not torch.equal(intermediate, ref_states)
+    ref = decode_token_by_token(mixed, a, b, A_log, dt_bias, pool.clone(), indices, d)
+    assert not torch.equal(intermediate, ref.states)
 
 
 def test_parity_verify_rejects_a_snapshot_buffer_of_another_dtype(sglang_tree):
@@ -129,3 +117,58 @@ def test_parity_verify_rejects_a_snapshot_buffer_of_another_dtype(sglang_tree):
             torch.zeros(1, 2, 2, 16, 16, dtype=torch.bfloat16),
             torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), num_steps=2,
         )  # fmt: skip
+
+
+# --- the backend's verify route -----------------------------------------------
+
+S = Shape(n=2, d=3, h=2, hv=4, k=16, v=16)
+INDICES = torch.tensor([2, 0], dtype=torch.int32)
+
+
+@pytest.fixture
+def batch():
+    gen = torch.Generator().manual_seed(11)
+    layer = make_layer(0, S, gen, "cpu")
+    conv = torch.randn(S.n + 1, S.conv_dim, S.w - 1, generator=gen).to(torch.bfloat16)
+    ssm = (torch.randn(S.n + 1, S.hv, S.v, S.k, generator=gen) * 0.1).to(torch.bfloat16)
+    x = torch.randn(S.n * S.d, S.conv_dim, generator=gen).to(torch.bfloat16)
+    a = torch.randn(S.n * S.d, S.hv, generator=gen).to(torch.bfloat16)
+    b = torch.randn(S.n * S.d, S.hv, generator=gen).to(torch.bfloat16)
+    return layer, (conv, ssm), x, a, b
+
+
+def _verify(flag, layer, pools, x, a, b):
+    rig = BackendRig([0], S, S.n + 1, INDICES, torch.bfloat16, "cpu", exact_parity=flag)
+    rig.state.conv[0][0].copy_(pools[0])
+    rig.state.temporal[0].copy_(pools[1])
+    positions = torch.arange(S.n * S.d)
+    out = rig.verify(
+        layer, x, a, b, ["r0", "r1"], positions, torch.zeros(S.n * S.d, dtype=torch.long)
+    )
+    return out, rig.state
+
+
+def _decode(layer, pools, x, a, b):
+    """Base decode: conv update and packed decode, one token at a time."""
+    conv, ssm = (p.clone() for p in pools)
+    conv_inputs = ConvInputs(conv, layer.conv_weights, layer.bias, layer.activation)
+    ref = decode_token_by_token(x, a, b, layer.A_log, layer.dt_bias, ssm, INDICES, S.d, conv_inputs)
+    return ref.outputs, ref.states, ref.windows
+
+
+def test_flag_on_verify_equals_base_decode(sglang_tree, batch):
+    layer, pools, x, a, b = batch
+    out, state = _verify(True, layer, pools, x, a, b)
+    ref_out, ref_states, ref_windows = _decode(layer, pools, x, a, b)
+    assert torch.equal(out, ref_out)
+    assert torch.equal(state.intermediate_ssm[0, : S.n], ref_states)
+    assert torch.equal(state.temporal[0], pools[1]), "verify must not write the persistent SSM pool"
+    # The conv window verify saves for step t is decode's conv state after step t.
+    assert torch.equal(state.intermediate_conv_window[0][0, : S.n], ref_windows)
+
+
+def test_flag_off_takes_the_default_kernel_which_drifts(sglang_tree, batch):
+    layer, pools, x, a, b = batch
+    _, state = _verify(False, layer, pools, x, a, b)
+    _, ref_states, _ = _decode(layer, pools, x, a, b)
+    assert not torch.equal(state.intermediate_ssm[0, : S.n], ref_states)

@@ -13,8 +13,7 @@ import sys
 
 import pytest
 
-from gdn_parity.plan import series_changes
-from gdn_parity.tree import materialise_tree
+from gdn_parity.queue.changes import series_changes
 
 FORMATTERS = {
     "black": [sys.executable, "-m", "black", "--quiet", "-"],
@@ -36,16 +35,11 @@ def _reformat_lines(formatter: str, source: bytes | None) -> set[str]:
     }
 
 
-def _python_changes(series):
-    return [
-        c for c in series_changes(materialise_tree(series)) if c.path.endswith(".py") and c.after
-    ]
-
-
 @pytest.mark.parametrize("formatter", sorted(FORMATTERS))
-def test_patched_files_need_no_new_reformatting(series, formatter):
+def test_patched_files_need_no_new_reformatting(series_tree, formatter):
     problems = []
-    for change in _python_changes(series):
+    python_changes = [c for c in series_changes(series_tree) if c.path.endswith(".py") and c.after]
+    for change in python_changes:
         new = _reformat_lines(formatter, change.after) - _reformat_lines(formatter, change.before)
         if new:
             problems.append(f"{change.path}:\n  " + "\n  ".join(sorted(new)))

@@ -18,9 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import LEGACY_TOKENS
-from gdn_parity.generate_api import greedy_payload
-from gdn_parity.issue35150 import INPUT_IDS
+from gdn_parity.debug.issue35150 import INPUT_IDS
+from gdn_parity.debug.sglang_client import greedy_payload
+from gdn_parity.drift.run.modes import ModeKind
 
 
 def _sha(ids: list[int]) -> str:
@@ -50,15 +50,6 @@ def _harness_server(*args: str):
         proc.wait(timeout=30)
 
 
-def _repro(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gdn_parity.cli", "repro", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 @pytest.fixture(scope="module")
 def legacy_servers(series, tmp_path_factory):
     trace = tmp_path_factory.mktemp("server-traces")
@@ -81,13 +72,16 @@ def test_the_payload_is_a_sglang_generate_request(sglang_tree):
     assert (params.max_new_tokens, params.ignore_eos) == (96, True)
 
 
-def test_repro_against_0523_servers_reports_what_the_harness_computes(legacy_servers, legacy_run):
+def test_repro_against_0523_servers_reports_what_the_harness_computes(
+    legacy_servers, legacy_run, run_cli
+):
     base_url, spec_url, trace = legacy_servers
-    proc = _repro(
-        "--base-url", base_url, "--spec-url", spec_url, "--max-new-tokens", str(LEGACY_TOKENS)
+    tokens = len(legacy_run.base.tokens)
+    proc = run_cli(
+        "repro", "--base-url", base_url, "--spec-url", spec_url, "--max-new-tokens", str(tokens)
     )  # fmt: skip
-    forced = next(m for m in legacy_run["modes"] if m["mode"]["kind"] == "forced-reject")
-    base_tokens, spec_tokens = legacy_run["base"]["tokens"], forced["tokens"]
+    forced = legacy_run.mode(ModeKind.FORCED_REJECT)
+    base_tokens, spec_tokens = legacy_run.base.tokens, forced.tokens
     out = proc.stdout
     assert "sglang#35150's request" in out
     assert f"output sha256 {_sha(base_tokens)}" in out
@@ -102,35 +96,40 @@ def test_repro_against_0523_servers_reports_what_the_harness_computes(legacy_ser
             f"first divergence: output index {index}: base {base_tokens[index]}, "
             f"spec {spec_tokens[index]}"
         ) in out
-    rounds = LEGACY_TOKENS - 1
+    rounds = tokens - 1
     assert "spec_accept_rate=0.0 " in out
     assert f"spec_verify_ct={rounds} spec_correct_drafts_histogram=[{rounds}]" in out
 
     # The servers' traces localize what the demo's traces localize.
-    diff = subprocess.run(
-        [sys.executable, "-m", "gdn_parity.cli", "trace-diff",
-         str(trace / "base" / "gdn_state_trace.tp0.pp0.jsonl"),
-         str(trace / "spec" / "gdn_state_trace.tp0.pp0.jsonl")],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    diff = run_cli(
+        "trace-diff",
+        str(trace / "base" / "gdn_state_trace.tp0.pp0.jsonl"),
+        str(trace / "spec" / "gdn_state_trace.tp0.pp0.jsonl"),
+    )
     assert diff.returncode == 1
-    expected = subprocess.run(
-        [sys.executable, "-m", "gdn_parity.cli", "trace-diff",
-         legacy_run["traces"]["base"], legacy_run["traces"][forced["label"]]],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    expected = run_cli("trace-diff", legacy_run.traces["base"], legacy_run.traces[forced.label])
     first = [line for line in diff.stdout.splitlines() if line.startswith("first divergence")]
     assert first and first[0] in expected.stdout
 
 
-def test_repro_against_exact_parity_servers_is_identical(series):
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_repro_against_exact_parity_servers_is_identical(series, run_cli):
     common = ["--variant", "exact-parity"]
     with (
         _harness_server(*common, "--mode", "base") as base,
         _harness_server(*common, "--mode", "forced-reject", "--gamma", "2") as spec,
     ):
-        proc = _repro(
-            "--base-url", base, "--spec-url", spec, "--max-new-tokens", "12", "--repeats", "2"
+        proc = run_cli(
+            "repro",
+            "--base-url",
+            base,
+            "--spec-url",
+            spec,
+            "--max-new-tokens",
+            "12",
+            "--repeats",
+            "2",
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert proc.stdout.count("identical: spec equals base for all 12 tokens") == 2
@@ -187,10 +186,10 @@ def _outputs(ids: list[int], meta: dict | None = None):
     )
 
 
-def test_a_divergence_is_reported_with_its_index_tokens_and_metrics():
+def test_a_divergence_is_reported_with_its_index_tokens_and_metrics(run_cli):
     meta = {"spec_accept_rate": 0.0, "spec_verify_ct": 3, "spec_correct_drafts_histogram": [3]}
     with _stub(_outputs([5, 6, 7, 8])) as base, _stub(_outputs([5, 6, 9, 8], meta)) as spec:
-        proc = _repro("--base-url", base, "--spec-url", spec, "--max-new-tokens", "4")
+        proc = run_cli("repro", "--base-url", base, "--spec-url", spec, "--max-new-tokens", "4")
     assert proc.returncode == 1
     assert "first divergence: output index 2: base 7, spec 9; indices 0..1 match" in proc.stdout
     assert (
@@ -200,16 +199,18 @@ def test_a_divergence_is_reported_with_its_index_tokens_and_metrics():
     assert f"output sha256 {_sha([5, 6, 9, 8])} (4 tokens)" in proc.stdout
 
 
-def test_input_ids_come_from_a_file(tmp_path):
+def test_input_ids_come_from_a_file(tmp_path, run_cli):
     (tmp_path / "ids.json").write_text("[1, 2, 3]")
     with _stub(_outputs([4])) as url:
-        proc = _repro(
-            "--base-url", url, "--spec-url", url, "--input-ids", str(tmp_path / "ids.json")
+        proc = run_cli(
+            "repro", "--base-url", url, "--spec-url", url, "--input-ids", str(tmp_path / "ids.json")
         )
     assert proc.returncode == 0
     assert f"input: 3 ids, sha256 {_sha([1, 2, 3])}\n" in proc.stdout
     (tmp_path / "bad").write_text("one two")
-    proc = _repro("--base-url", url, "--spec-url", url, "--input-ids", str(tmp_path / "bad"))
+    proc = run_cli(
+        "repro", "--base-url", url, "--spec-url", url, "--input-ids", str(tmp_path / "bad")
+    )
     assert proc.returncode == 2 and "is not a list of token ids" in proc.stderr
 
 
@@ -230,16 +231,18 @@ def _hang(handler):
     ],
     ids=["http-error", "not-json", "no-output-ids", "timeout"],
 )
-def test_a_bad_server_gets_a_clear_error(respond, message):
+def test_a_bad_server_gets_a_clear_error(respond, message, run_cli):
     with _stub(respond) as url, _stub(_outputs([1])) as good:
-        proc = _repro("--base-url", good, "--spec-url", url, "--timeout", "1")
+        proc = run_cli("repro", "--base-url", good, "--spec-url", url, "--timeout", "1")
     assert proc.returncode == 2
     assert message in proc.stderr
 
 
-def test_an_unreachable_server_gets_a_clear_error():
+def test_an_unreachable_server_gets_a_clear_error(run_cli):
     with _stub(_outputs([1])) as good:
         port = good.rsplit(":", 1)[1]
-    proc = _repro("--base-url", f"http://127.0.0.1:{port}", "--spec-url", "http://127.0.0.1:1")
+    proc = run_cli(
+        "repro", "--base-url", f"http://127.0.0.1:{port}", "--spec-url", "http://127.0.0.1:1"
+    )
     assert proc.returncode == 2
     assert "is unreachable" in proc.stderr

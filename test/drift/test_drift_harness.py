@@ -12,31 +12,24 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gdn_parity.drift.modes import Mode
-from gdn_parity.issue35150 import INPUT_IDS
+from gdn_parity.debug.issue35150 import INPUT_IDS
+from gdn_parity.drift.run.modes import Mode, ModeKind
 
 TOKENS = 10
 
 
 @pytest.fixture(scope="module")
-def harness(sglang_tree):
-    from gdn_parity.drift import loops
-    from gdn_parity.drift.config import SIZES
-    from gdn_parity.drift.kernels import load_kernels
-    from gdn_parity.drift.model import HybridModel
-    from gdn_parity.drift.weights import make_weights
+def harness(tiny_model):
+    from gdn_parity.drift.run import loops
 
-    config = SIZES["tiny"]
-    model = HybridModel(
-        config, make_weights(config, "cpu"), load_kernels(), device="cpu", max_len=64
-    )
+    model = tiny_model
     start, first = loops.prefill(model, list(INPUT_IDS))
     base = loops.run_base(model, start, first, len(INPUT_IDS), TOKENS, lambda n: None)
     return model, start, first, base
 
 
 def _spec(harness, mode: Mode, exact_parity: bool, seed: int = 0):
-    from gdn_parity.drift import loops
+    from gdn_parity.drift.run import loops
 
     model, start, first, base = harness
     model.set_draft_tokens(mode.gamma + 1)
@@ -57,14 +50,14 @@ def _assert_bitwise(run, base):
 
 @pytest.mark.parametrize("gamma", [1, 3])
 def test_forced_reject_with_exact_parity_is_base(harness, gamma):
-    run = _spec(harness, Mode("forced-reject", gamma), exact_parity=True)
+    run = _spec(harness, Mode(ModeKind.FORCED_REJECT, gamma), exact_parity=True)
     assert run.accepted == 0 and run.rounds == TOKENS - 1
     _assert_bitwise(run, harness[3])
 
 
 @pytest.mark.parametrize("rate", [0.3, 0.7, 1.0])
 def test_natural_acceptance_with_exact_parity_is_base(harness, rate):
-    run = _spec(harness, Mode("natural", 3, rate), exact_parity=True, seed=int(rate * 10))
+    run = _spec(harness, Mode(ModeKind.NATURAL, 3, rate), exact_parity=True, seed=int(rate * 10))
     _assert_bitwise(run, harness[3])
     assert run.accepted > 0, "some drafts were accepted, so multi-step commits were checked"
 
@@ -85,15 +78,14 @@ def test_verify_rows_compute_the_logits_of_decode_steps(harness):
 
 def test_the_default_verify_kernel_drifts_in_multi_step_commits(harness):
     """Negative control on the patched tree: flag off, natural acceptance differs in state."""
-    run = _spec(harness, Mode("natural", 3, 1.0), exact_parity=False)
+    run = _spec(harness, Mode(ModeKind.NATURAL, 3, 1.0), exact_parity=False)
     assert any(max(d.ssm_max) > 0 for d in run.diffs if d.on_path)
 
 
 def test_the_0523_numerics_diverge_and_base_decode_is_unchanged(harness, legacy_run):
     base = harness[3]
-    assert legacy_run["sglang_tree"] != harness[0].kernels.tree
+    assert legacy_run.sglang_tree != harness[0].kernels.tree
     # The series keeps decode's numerics: Base is the same on both trees.
-    assert legacy_run["base"]["tokens"][:TOKENS] == base.tokens
-    forced = next(m for m in legacy_run["modes"] if m["mode"]["kind"] == "forced-reject")
-    first = forced["diffs"][0]
-    assert first["on_path"] and max(first["ssm_max"]) > 0, "0.5.23's verify drifts at round 1"
+    assert legacy_run.base.tokens[:TOKENS] == base.tokens
+    first = legacy_run.mode(ModeKind.FORCED_REJECT).diffs[0]
+    assert first.on_path and max(first.ssm_max) > 0, "0.5.23's verify drifts at round 1"

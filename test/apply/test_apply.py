@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from gdn_parity.base import base_repo, fetch_wheel
-from gdn_parity.checkout import apply_to_checkout
+from gdn_parity.apply.checkout import CheckoutTarget
+from gdn_parity.apply.package import MANIFEST, PackageTarget
+from gdn_parity.apply.target import State
 from gdn_parity.errors import GdnParityError
-from gdn_parity.git import git_out
-from gdn_parity.package import MANIFEST, apply_to_package, package_status, revert_package
-from gdn_parity.plan import series_changes
+from gdn_parity.queue.base import base_repo, fetch_wheel
+from gdn_parity.queue.changes import series_changes
+from gdn_parity.queue.git import git_out
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int]]:
@@ -36,8 +37,8 @@ def snapshot(root: Path) -> dict[str, tuple[str, int]]:
 
 
 @pytest.fixture(scope="session")
-def changes(sglang_tree):
-    return series_changes(sglang_tree)
+def changes(series_tree):
+    return series_changes(series_tree)
 
 
 @pytest.fixture(scope="session")
@@ -72,22 +73,22 @@ def package(installed_site, tmp_path) -> Path:
 
 def test_apply_then_revert_is_byte_identical(package, changes, series):
     before = snapshot(package)
-    count = apply_to_package(package, changes, series.version, series.digest())
+    count = PackageTarget(package, series).apply(changes).count
     assert count == len([c for c in changes if c.in_package]) > 0
-    assert package_status(package, changes).state == "patched"
+    assert PackageTarget(package, series).status(changes).state is State.PATCHED
     for change in changes:
         if change.in_package:
             assert (package / change.package_path).read_bytes() == change.after
-    assert revert_package(package, changes) == count
+    assert PackageTarget(package, series).revert(changes).count == count
     assert snapshot(package) == before
-    assert package_status(package, changes).state == "unpatched"
+    assert PackageTarget(package, series).status(changes).state is State.UNPATCHED
 
 
 def test_double_apply_is_refused_and_changes_nothing(package, changes, series):
-    apply_to_package(package, changes, series.version, series.digest())
+    PackageTarget(package, series).apply(changes)
     after_first = snapshot(package)
     with pytest.raises(GdnParityError, match="already applied"):
-        apply_to_package(package, changes, series.version, series.digest())
+        PackageTarget(package, series).apply(changes)
     assert snapshot(package) == after_first
 
 
@@ -96,7 +97,7 @@ def test_wrong_version_is_refused_and_changes_nothing(package, changes, series):
     version_file.write_text(version_file.read_text().replace("'0.5.23'", "'0.5.24'"))
     before = snapshot(package)
     with pytest.raises(GdnParityError, match="is sglang 0.5.24"):
-        apply_to_package(package, changes, series.version, series.digest())
+        PackageTarget(package, series).apply(changes)
     assert snapshot(package) == before
 
 
@@ -106,7 +107,7 @@ def test_locally_modified_file_is_refused_and_changes_nothing(package, changes, 
     path.write_bytes(path.read_bytes() + b"# local fix\n")
     before = snapshot(package)
     with pytest.raises(GdnParityError, match=touched.package_path):
-        apply_to_package(package, changes, series.version, series.digest())
+        PackageTarget(package, series).apply(changes)
     assert snapshot(package) == before
 
 
@@ -116,34 +117,29 @@ def test_read_only_file_is_refused_and_changes_nothing(package, changes, series)
     path.chmod(0o444)
     before = snapshot(package)
     with pytest.raises(GdnParityError, match="read-only"):
-        apply_to_package(package, changes, series.version, series.digest())
+        PackageTarget(package, series).apply(changes)
     assert snapshot(package) == before
 
 
 def test_revert_of_a_file_edited_after_apply_is_refused(package, changes, series):
-    apply_to_package(package, changes, series.version, series.digest())
+    PackageTarget(package, series).apply(changes)
     touched = next(c for c in changes if c.in_package and c.after is not None)
     path = package / touched.package_path
     path.write_bytes(path.read_bytes() + b"# edited after apply\n")
     before = snapshot(package)
     with pytest.raises(GdnParityError, match="modified after"):
-        revert_package(package, changes)
+        PackageTarget(package, series).revert(changes)
     assert snapshot(package) == before
 
 
-def test_cli_site_packages_apply_status_revert(installed_site, tmp_path):
+def test_cli_site_packages_apply_status_revert(installed_site, tmp_path, run_cli):
     site = tmp_path / "site"
     shutil.copytree(installed_site, site, symlinks=True)
     before = snapshot(site)
     env = dict(os.environ, PYTHONPATH=str(site))
 
     def cli(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "gdn_parity.cli", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
+        return run_cli(*args, env=env)
 
     assert "unpatched" in cli("status", "--site-packages").stdout
     applied = cli("apply", "--site-packages")
@@ -183,7 +179,7 @@ def _checkout_state(repo: Path) -> tuple[str, str, dict]:
 
 def test_checkout_apply_makes_one_commit_per_patch(checkout, changes, series):
     base = git_out(checkout, "rev-parse", "HEAD")
-    assert apply_to_checkout(checkout, series, changes) == len(series.patches)
+    assert CheckoutTarget(checkout, series).apply(changes).count == len(series.patches)
     log = git_out(checkout, "log", "--format=%s", f"{base}..HEAD").splitlines()
     assert len(log) == len(series.patches)
     assert all(subject.startswith("[") for subject in log)
@@ -191,14 +187,14 @@ def test_checkout_apply_makes_one_commit_per_patch(checkout, changes, series):
         path = checkout / change.path
         assert (path.read_bytes() if path.exists() else None) == change.after
     with pytest.raises(GdnParityError, match="already applied"):
-        apply_to_checkout(checkout, series, changes)
+        CheckoutTarget(checkout, series).apply(changes)
 
 
 def test_checkout_dirty_tree_is_refused_and_unchanged(checkout, changes, series):
     (checkout / "python" / "sglang" / "version.py").write_text("# wip\n")
     before = _checkout_state(checkout)
     with pytest.raises(GdnParityError, match="uncommitted changes"):
-        apply_to_checkout(checkout, series, changes)
+        CheckoutTarget(checkout, series).apply(changes)
     assert _checkout_state(checkout) == before
 
 
@@ -209,7 +205,7 @@ def test_checkout_on_another_base_is_refused_and_unchanged(checkout, changes, se
     _run(checkout, "commit", "-qam", "newer upstream")
     before = _checkout_state(checkout)
     with pytest.raises(GdnParityError, match="not sglang 0.5.23"):
-        apply_to_checkout(checkout, series, changes)
+        CheckoutTarget(checkout, series).apply(changes)
     assert _checkout_state(checkout) == before
 
 
@@ -225,6 +221,6 @@ def test_checkout_failed_git_am_leaves_it_exactly_as_it_was(checkout, changes, s
     hook.chmod(0o755)
     before = _checkout_state(checkout)
     with pytest.raises(GdnParityError, match="left as it was"):
-        apply_to_checkout(checkout, series, changes)
+        CheckoutTarget(checkout, series).apply(changes)
     assert _checkout_state(checkout) == before
     assert not (checkout / ".git" / "rebase-apply").exists()

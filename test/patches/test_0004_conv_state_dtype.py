@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from backend_rig import Shape, make_layer
+from helpers.backend_rig import Shape, make_layer
 
 S = Shape(n=1, d=1, h=2, hv=4, k=16, v=16)
 CONV_DIM, HV, K, V, W = S.conv_dim, S.hv, S.k, S.v, S.w

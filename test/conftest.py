@@ -1,0 +1,151 @@
+"""The CPU test bed: the patched sglang from a materialised tree, kernels under the interpreter.
+
+The tree (base + series) is materialised once per test session by the
+``sglang_tree`` fixture, and its ``python/`` directory then goes first on
+``sys.path``, so ``import sglang`` imports the patched package. Triton kernels
+run under ``TRITON_INTERPRET=1`` with the fixes of ``gdn_parity.sandbox``.
+
+Markers: ``needs_tree`` (the pinned wheel and a materialised tree: the network
+on the first run, the cache after it) and ``slow`` (more than a few seconds).
+``pytest -m "not needs_tree and not slow"`` runs the pure tests offline in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+# Before anything imports triton or sglang.
+os.environ["TRITON_INTERPRET"] = "1"
+os.environ.setdefault(
+    "SGLANG_CACHE_DIR", str(Path(tempfile.gettempdir()) / "gdn-parity-sglang-cache")
+)
+
+import pytest  # noqa: E402
+
+from gdn_parity.queue.cache import cache_dir  # noqa: E402
+from gdn_parity.queue.series import Series, load_series  # noqa: E402
+from gdn_parity.queue.tree import materialise_tree  # noqa: E402
+from gdn_parity.sandbox import torch_cpu_device, triton_interpreter_fixes  # noqa: E402
+from helpers import torchvision_shim  # noqa: E402
+
+triton_interpreter_fixes.install()
+torch_cpu_device.install()
+torchvision_shim.install()
+# The test bed's own tree, apart from a developer's default tree (which may hold
+# unexported work); subprocesses of the tests inherit it.
+os.environ["GDN_PARITY_TREE"] = str(cache_dir() / "testbed-tree")
+
+# Fixtures that need the pinned wheel or a materialised tree mark their tests needs_tree;
+# those that run the harness's model in a worker or a server mark them slow too.
+TREE_FIXTURES = {
+    "sglang_tree",
+    "series_tree",
+    "legacy_run",
+    "legacy_servers",
+    "installed_site",
+    "checkout",
+    "changes",
+}
+SLOW_FIXTURES = {"legacy_run", "legacy_servers"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(item.fixturenames)
+        if names & TREE_FIXTURES:
+            item.add_marker(pytest.mark.needs_tree)
+        if names & SLOW_FIXTURES:
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def series() -> Series:
+    return load_series()
+
+
+@pytest.fixture(scope="session")
+def series_tree(series) -> Path:
+    """The test bed's tree of base + series (materialised once per session)."""
+    return materialise_tree(series)
+
+
+@pytest.fixture(scope="session")
+def sglang_tree(series_tree) -> Path:
+    """The materialised tree; its patched sglang is importable from here on."""
+    python_dir = str(series_tree / "python")
+    if python_dir not in sys.path:
+        sys.path.insert(0, python_dir)
+    import sglang
+
+    assert Path(sglang.__file__).is_relative_to(series_tree), sglang.__file__
+    return series_tree
+
+
+CLI = Callable[..., subprocess.CompletedProcess]
+
+
+@pytest.fixture(scope="session")
+def run_cli() -> CLI:
+    """``run_cli(*args, env=None, timeout=600)``: the ``gdn-parity`` command, as a user runs it."""
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 600):
+        return subprocess.run(
+            [sys.executable, "-m", "gdn_parity.cli", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def tiny_model(sglang_tree):
+    """The harness's tiny model on the patched tree's kernels (each user prefills its own run)."""
+    from gdn_parity.drift.model.hybrid import HybridModel
+
+    return HybridModel.build("tiny", "cpu", max_len=64)
+
+
+LEGACY_TOKENS = 32
+
+
+@pytest.fixture(scope="session")
+def legacy_run(series, tmp_path_factory):
+    """The drift harness on sglang 0.5.23's kernels, in a worker of its own, with traces.
+
+    The 0.5.23 tree cannot be imported beside the patched one, so this is the
+    demo's own worker process; its result is the ``VariantResult`` it writes.
+    """
+    from gdn_parity.debug.issue35150 import INPUT_IDS
+    from gdn_parity.drift.run.modes import Mode, ModeKind
+    from gdn_parity.drift.run.results import VariantResult
+    from gdn_parity.drift.run.variants import variant_named, variant_tree
+    from gdn_parity.drift.run.worker import Job
+
+    out = tmp_path_factory.mktemp("legacy-run")
+    job = Job(
+        variant="0.5.23",
+        tree=str(variant_tree(series, variant_named("0.5.23"))),
+        exact_parity=False,
+        size="tiny",
+        device="cpu",
+        prompt=list(INPUT_IDS),
+        tokens=LEGACY_TOKENS,
+        modes=[Mode(ModeKind.FORCED_REJECT, 1), Mode(ModeKind.NATURAL, 2, 0.7)],
+        trace_dir=str(out / "trace"),
+        out=str(out / "result.json"),
+    )
+    (out / "job.json").write_text(job.to_json())
+    subprocess.run(
+        [sys.executable, "-m", "gdn_parity.drift.run.worker", str(out / "job.json")],
+        check=True,
+        capture_output=True,
+    )
+    return VariantResult.from_json((out / "result.json").read_text())
