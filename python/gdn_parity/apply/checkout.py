@@ -6,7 +6,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdn_parity.apply.target import Done, State, Status, file_status
+from gdn_parity.apply.target import Done, State, Status, file_status, require
 from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.changes import FileChange
 from gdn_parity.queue.git import git, git_out, is_git_repo
@@ -48,14 +48,15 @@ class CheckoutTarget:
             raise GdnParityError(f"{checkout} has no python/sglang/: not an sglang checkout")
         if git_out(checkout, "status", "--porcelain", "--untracked-files=no"):
             raise GdnParityError(f"{checkout} has uncommitted changes: commit or stash them first")
-        status = self.status(changes)
-        if status.state is State.PATCHED:
-            raise GdnParityError(f"the series is already applied to {checkout}")
-        if status.state is State.MODIFIED:
-            raise GdnParityError(
-                f"{checkout} is not sglang {series.version} where the series "
-                "touches it:\n  " + "\n  ".join(status.details)
-            )
+        require(
+            self.status(changes),
+            State.UNPATCHED,
+            {
+                State.PATCHED: f"the series is already applied to {checkout}",
+                State.MODIFIED: f"{checkout} is not sglang {series.version} "
+                "where the series touches it",
+            },
+        )
         in_the_way = [c.path for c in changes if c.before is None and (checkout / c.path).exists()]
         if in_the_way:
             raise GdnParityError(f"untracked files are in the way: {in_the_way}")

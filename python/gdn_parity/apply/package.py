@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdn_parity.apply.target import Done, State, Status, file_status
+from gdn_parity.apply.target import Done, State, Status, file_status, require
 from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.changes import FileChange, sha256_bytes
 from gdn_parity.queue.series import Series
@@ -128,14 +128,15 @@ class PackageTarget:
             raise GdnParityError(
                 f"{self.path} is sglang {found}; the series is for sglang {version}"
             )
-        status = self.status(changes)
-        if status.state is State.PATCHED:
-            raise GdnParityError(f"the series is already applied to {self.path}")
-        if status.state is State.MODIFIED:
-            raise GdnParityError(
-                f"nothing was changed: {self.path} has files that differ from sglang "
-                f"{version}:\n  " + "\n  ".join(status.details)
-            )
+        require(
+            self.status(changes),
+            State.UNPATCHED,
+            {
+                State.PATCHED: f"the series is already applied to {self.path}",
+                State.MODIFIED: f"nothing was changed: {self.path} has files that differ "
+                f"from sglang {version}",
+            },
+        )
         pkg = [c for c in changes if c.in_package]
         manifest = {
             "series_digest": self.series.digest(),
@@ -151,14 +152,15 @@ class PackageTarget:
 
     def revert(self, changes: list[FileChange]) -> Done:
         """Restore the base bytes of every touched file."""
-        status = self.status(changes)
-        if status.state is State.UNPATCHED:
-            raise GdnParityError(f"the series is not applied to {self.path}")
-        if status.state is State.MODIFIED:
-            raise GdnParityError(
-                f"nothing was changed: {self.path} was modified after the series was "
-                "applied:\n  " + "\n  ".join(status.details)
-            )
+        require(
+            self.status(changes),
+            State.PATCHED,
+            {
+                State.UNPATCHED: f"the series is not applied to {self.path}",
+                State.MODIFIED: f"nothing was changed: {self.path} was modified after "
+                "the series was applied",
+            },
+        )
         wanted: dict[str, bytes | None] = {
             c.package_path: c.before for c in changes if c.in_package
         }

@@ -13,6 +13,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
+from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.changes import FileChange
 from gdn_parity.queue.git import is_git_repo
 from gdn_parity.queue.series import Series
@@ -49,6 +50,13 @@ class Target(Protocol):
 
     def revert(self, changes: list[FileChange]) -> Done:
         """Restore the base, all or nothing."""
+
+
+def require(status: Status, wanted: State, refusals: dict[State, str]) -> None:
+    """Raise the refusal for ``status``'s state (with its details) unless it is ``wanted``."""
+    if status.state is not wanted:
+        details = "".join(f"\n  {line}" for line in status.details)
+        raise GdnParityError(refusals[status.state] + (":" + details if details else ""))
 
 
 def file_status(

@@ -68,6 +68,10 @@ class Series:
             tuple(patches),
         )
 
+    def prefix(self, count: int) -> Series:
+        """The series of the first ``count`` patches (0: the base alone)."""
+        return self.with_patches(list(self.patches[:count]))
+
     def render(self) -> str:
         values = (self.base, self.wheel_name, self.wheel_sha256, self.base_commit)
         lines = [_HEADER]

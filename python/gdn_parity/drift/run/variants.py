@@ -45,8 +45,7 @@ def variant_tree(series: Series, variant: Variant) -> Path:
     """The materialised tree of the variant's prefix of the series (cached)."""
     if variant.patches is None:
         return materialise_tree(series, cache_dir() / "variant-series")
-    prefix = series.with_patches(list(series.patches[: variant.patches]))
-    tree = materialise_tree(prefix, cache_dir() / f"variant-{variant.name}")
+    tree = materialise_tree(series.prefix(variant.patches), cache_dir() / f"variant-{variant.name}")
     if TRACE_MODULE not in {c.path for c in series_changes(tree)}:
         raise GdnParityError(
             f"patch {series.patches[0]} does not add {TRACE_MODULE}: the series must "

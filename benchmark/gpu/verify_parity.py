@@ -11,7 +11,10 @@ decode's state.
 Benchmark: CUDA-graph replay medians of one GDN layer's verify step, default vs
 parity, with the HBM floor (bytes the step must move / measured copy bandwidth).
 
-    python benchmark/gpu_verify_parity.py --tree TREE --out DIR
+    PYTHONPATH=python python benchmark/gpu/verify_parity.py --tree TREE --out DIR
+
+TREE is a tree of the series (``gdn-parity tree TREE``); the reference is
+``gdn_parity.drift.reference``, the one the CPU tests use.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ import argparse
 import itertools
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import torch
+
+from gdn_parity.drift.reference import decode_token_by_token
+from gdn_parity.sandbox.bare_import import import_sglang_from
 
 K = V = 128
 TABLE_D = (2, 4, 8)
@@ -100,20 +105,11 @@ class Case:
 
     def decode_reference(self):
         """Packed decode token by token from a copy of the committed pool."""
-        decode = kernels()[0]
-        pool = self.pool.clone()
-        outs, states = [], []
-        for t in range(self.d):
-            rows = torch.arange(self.n, device="cuda") * self.d + t
-            out = self.mixed.new_empty(self.n, 1, self.hv, V)
-            decode(
-                self.mixed[rows].contiguous(), self.a[rows].contiguous(),
-                self.b[rows].contiguous(), self.A_log, self.dt_bias, K**-0.5, pool, out,
-                self.indices, use_qk_l2norm_in_kernel=True,
-            )  # fmt: skip
-            outs.append(out.view(self.n, self.hv, V))
-            states.append(pool[self.indices.clamp(min=0).long()].clone())
-        return torch.stack(outs, 1), torch.stack(states, 1)
+        ref = decode_token_by_token(
+            self.mixed, self.a, self.b, self.A_log, self.dt_bias, self.pool.clone(),
+            self.indices, self.d,
+        )  # fmt: skip
+        return ref.outputs, ref.states
 
 
 def graphed(fn, calls=1):
@@ -208,9 +204,6 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).parent))
-    from gpu_tree import import_sglang_from
-
     import_sglang_from(args.tree)
     import triton
 

@@ -6,7 +6,10 @@ For K=V=128 and each HV, N, SSM pool dtype and b regime, feed the same
 ``fused_sigmoid_gating_delta_rule_update`` (T=1, intermediate states on), and
 compare the outputs and the stored states with ``torch.equal``.
 
-    python benchmark/gpu_step0_parity.py --wheel W --out DIR [patches...]
+    PYTHONPATH=python python benchmark/gpu/step0_parity.py --out DIR [--patches 2]
+
+The two trees (the base alone, and base + the first patches) are made with the
+tool's own queue code (``gdn-parity tree``); the wheel must be in the cache.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gdn_parity.queue.series import load_series
+from gdn_parity.queue.tree import materialise_tree
+from gdn_parity.sandbox.bare_import import import_sglang_from
+
 K = V = 128
 HVS = (8, 32, 48)
 NS = (1, 4, 64)
@@ -26,9 +33,6 @@ B_REGIMES = ("b=-0.5", "b~N(0,1)")
 
 
 def measure(tree: Path) -> list[dict]:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from gpu_tree import import_sglang_from
-
     import_sglang_from(tree)
     import torch
     from sglang.kernels.ops.attention.fla.fused_recurrent import (
@@ -104,22 +108,22 @@ def measure(tree: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--wheel", type=Path)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--root", type=Path, default=Path("/tmp/gdn-parity-gpu"))
+    parser.add_argument("--patches", type=int, default=2, help="the patched tree's prefix (2)")
     parser.add_argument("--worker", type=Path, help="internal: measure one tree")
-    parser.add_argument("patches", nargs="*", type=Path)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(measure(args.worker)))
         return
-    sys.path.insert(0, str(Path(__file__).parent))
     import torch
     import triton
 
-    from gpu_tree import lay_out
-
-    trees = lay_out(args.wheel, args.patches, args.root)
+    series = load_series()
+    trees = {
+        "base": materialise_tree(series.prefix(0), args.root / "base"),
+        "patched": materialise_tree(series.prefix(args.patches), args.root / "patched"),
+    }
     results = {}
     for name, tree in trees.items():
         proc = subprocess.run(
@@ -135,7 +139,7 @@ def main() -> None:
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "triton": triton.__version__,
-        "patches": [p.name for p in args.patches],
+        "patches": list(series.patches[: args.patches]),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "step0_parity.json").write_text(json.dumps({"env": env, **results}, indent=1))

@@ -1,23 +1,19 @@
 #!/usr/bin/env bash
 # Device command: the series' upstream-style CUDA tests, run from the patched
-# tree. Carry .gpu (sglang wheel + cp312 wheels). run_gpu_verify.sh ends with it.
+# tree. Carry .gpu (sglang wheel + cp312 wheels). run_verify.sh ends with it.
 set -uo pipefail
+export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
+export GDN_PARITY_CACHE=/tmp/gdn-parity-cache
 if [ ! -d /tmp/gdn-parity-gpu/patched ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
-  python3 - <<'PY' || exit 1
-import sys; from pathlib import Path
-sys.path.insert(0, "benchmark")
-from gpu_tree import lay_out
-lay_out(Path(".gpu/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl"), sorted(Path("patches").glob("*.patch")), Path("/tmp/gdn-parity-gpu"))
-PY
+  mkdir -p "$GDN_PARITY_CACHE/wheels" && cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
+  python3 -m gdn_parity.cli tree /tmp/gdn-parity-gpu/patched || exit 1
 fi
-export PYTHONPATH=/tmp/site SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
 # The series' own upstream-style CUDA tests, from the patched tree.
 python3 - <<'PY' 2>&1 | tee "$OUT/upstream_tests.log" | tail -30
 import sys, unittest, importlib.util
-sys.path.insert(0, "benchmark")
-from gpu_tree import import_sglang_from
 from pathlib import Path
+from gdn_parity.sandbox.bare_import import import_sglang_from
 tree = Path("/tmp/gdn-parity-gpu/patched")
 import_sglang_from(tree)
 # sglang.test.test_utils imports the whole serving stack (IPython, datasets, ...),
