@@ -13,7 +13,7 @@ python3 - <<'PY' 2>&1 | tee "$OUT/upstream_test.log" || true
 import unittest, importlib.util
 from pathlib import Path
 from gdn_parity.sandbox.bare_import import import_sglang_from
-tree = Path("/tmp/gdn-parity-gpu/patched")
+tree = Path("/tmp/gdn-parity-gpu/series")
 import_sglang_from(tree)
 path = next(tree.glob("test/registered/unit/layers/attention/linear/kernels/test_gdn_gate_*.py"))
 spec = importlib.util.spec_from_file_location("upstream_test", path)

@@ -4,17 +4,17 @@
 set -uo pipefail
 export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
 export GDN_PARITY_CACHE=/tmp/gdn-parity-cache
-if [ ! -d /tmp/gdn-parity-gpu/patched ]; then
+if [ ! -d /tmp/gdn-parity-gpu/series ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
   mkdir -p "$GDN_PARITY_CACHE/wheels" && cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
-  python3 -m gdn_parity.cli tree /tmp/gdn-parity-gpu/patched || exit 1
+  python3 -m gdn_parity.cli tree /tmp/gdn-parity-gpu/series || exit 1
 fi
 # The series' own upstream-style CUDA tests, from the patched tree.
-python3 - <<'PY' 2>&1 | tee "$OUT/upstream_tests.log" | tail -30
+python3 - <<'PY' 2>&1 | tee "${TESTS_OUT:-$OUT}/upstream_tests.log" | tail -30
 import sys, unittest, importlib.util
 from pathlib import Path
 from gdn_parity.sandbox.bare_import import import_sglang_from
-tree = Path("/tmp/gdn-parity-gpu/patched")
+tree = Path("/tmp/gdn-parity-gpu/series")
 import_sglang_from(tree)
 # sglang.test.test_utils imports the whole serving stack (IPython, datasets, ...),
 # which the device image lacks; CustomTestCase only adds retries to TestCase.
@@ -23,7 +23,10 @@ shim = types.ModuleType("sglang.test.test_utils")
 shim.CustomTestCase = unittest.TestCase
 sys.modules["sglang.test.test_utils"] = shim
 suite = unittest.TestSuite()
-for path in sorted(tree.glob("test/registered/unit/layers/attention/linear/kernels/test_gdn_*.py")):
+# Every CUDA test the series registers: the GDN kernels' and the Triton attention's.
+paths = sorted(tree.glob("test/registered/unit/layers/attention/linear/kernels/test_gdn_*.py"))
+paths += sorted(tree.glob("test/registered/unit/layers/attention/test_triton_verify_as_decode.py"))
+for path in paths:
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
     suite.addTests(unittest.defaultTestLoader.loadTestsFromModule(module))

@@ -7,6 +7,6 @@ export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHO
 export GDN_PARITY_CACHE=/tmp/gdn-parity-cache
 mkdir -p "$GDN_PARITY_CACHE/wheels" && cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 -m gdn_parity.cli tree /tmp/gdn-parity-gpu/patched || exit 1
-python3 benchmark/gpu/verify_parity.py --tree /tmp/gdn-parity-gpu/patched --out "$OUT" 2>&1 | tail -120
+python3 -m gdn_parity.cli tree /tmp/gdn-parity-gpu/series || exit 1
+python3 benchmark/gpu/verify_parity.py --tree /tmp/gdn-parity-gpu/series --out "$OUT" 2>&1 | tail -120
 bash benchmark/gpu/run_upstream_tests.sh

@@ -151,3 +151,33 @@ def test_fp32_conv_pool_slot_copy_and_clear(sglang_tree):
     pool.clear_slots(torch.tensor([1]))
     assert not conv[:, 1].any() and not temporal[:, 1].any()
     assert torch.equal(conv[:, 3], source)
+
+
+def _registered_conv_test(tree):
+    """Patch 0004's registered CUDA test module, loaded from the tree."""
+    import importlib.util
+
+    path = (
+        tree
+        / "test/registered/unit/layers/attention/linear/kernels"
+        / "test_gdn_conv_state_dtype.py"
+    )
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("state_dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_multi_token_conv_update_equals_token_by_token(sglang_tree, state_dtype):
+    """Verify's D-token conv equals decode's one-token convs for every conv-state dtype.
+
+    The registered test's own comparison, on CPU under the interpreter. Without
+    patch 0004's cast, fp16 and fp32 states differ from step 1 on: verify
+    multiplied earlier draft tokens in bf16, decode read them back in the
+    state's dtype."""
+    module = _registered_conv_test(sglang_tree)
+    (v_out, v_win), (d_out, d_win), _ = module.verify_and_decode(2, 32, 4, state_dtype, "cpu")
+    for t in range(4):
+        assert torch.equal(v_out[..., t], d_out[..., t]), f"output, step {t}"
+        assert torch.equal(v_win[:, t], d_win[:, t]), f"window, step {t}"

@@ -1,0 +1,140 @@
+"""Verify's multi-token conv vs decode's one-token convs on a GPU, per conv-state dtype.
+
+For each conv-state dtype (bf16, fp16, fp32) with bf16 activations and weights, feed
+the same D draft tokens and committed state to ``causal_conv1d_update`` once with
+D tokens and per-step windows (TARGET_VERIFY) and D times with one token (decode),
+and compare every step's output and window with ``torch.equal``. The two columns
+are two trees of the series (``gdn-parity tree``, then a worktree at a prefix):
+before patch 0004 and with it:
+
+    python benchmark/gpu/conv_parity.py --before TREE_0003 --after TREE_0004 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+STATE_DTYPES = ("bfloat16", "float16", "float32")
+SHAPES = ((1, 2048, 2), (8, 8192, 4), (64, 10240, 8))  # (batch, conv dim, D)
+WIDTH = 4
+
+
+def measure(tree: Path) -> list[dict]:
+    from gdn_parity.sandbox.bare_import import import_sglang_from
+
+    import_sglang_from(tree)
+    import torch
+    from sglang.kernels.ops.mamba.causal_conv1d_triton import causal_conv1d_update
+
+    rows = []
+    for seed, (state_name, (batch, dim, steps)) in enumerate(
+        itertools.product(STATE_DTYPES, SHAPES)
+    ):
+        torch.manual_seed(seed)
+        state_dtype = getattr(torch, state_name)
+        weight = torch.randn(dim, WIDTH, device="cuda").bfloat16()
+        x = (torch.randn(batch, dim, steps, device="cuda") * 3).bfloat16()
+        state = (torch.randn(batch + 1, dim, WIDTH - 1, device="cuda") * 3).to(state_dtype)
+        idx = torch.randperm(batch + 1, device="cuda")[:batch].int()
+        v_state = state.clone()
+        windows = torch.zeros(batch, steps, dim, WIDTH - 1, device="cuda", dtype=state_dtype)
+        v_out = causal_conv1d_update(
+            x.clone(),
+            v_state,
+            weight,
+            None,
+            "silu",
+            conv_state_indices=idx,
+            intermediate_conv_window=windows,
+            intermediate_state_indices=torch.arange(batch, device="cuda", dtype=torch.int32),
+        )
+        d_state = state.clone()
+        out_equal, win_equal, max_diff = [], [], 0.0
+        for t in range(steps):
+            d_out = causal_conv1d_update(
+                x[..., t].clone(), d_state, weight, None, "silu", conv_state_indices=idx
+            )
+            out_equal.append(torch.equal(v_out[..., t], d_out))
+            win_equal.append(torch.equal(windows[:, t], d_state[idx.long()]))
+            max_diff = max(max_diff, (v_out[..., t].float() - d_out.float()).abs().max().item())
+        torch.cuda.synchronize()
+        rows.append(
+            {
+                "state": state_name,
+                "batch": batch,
+                "dim": dim,
+                "D": steps,
+                "out_equal_steps": f"{sum(out_equal)}/{steps}",
+                "window_equal_steps": f"{sum(win_equal)}/{steps}",
+                "max_abs_out_diff": max_diff,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--before", type=Path, help="tree: the series up to 0003")
+    parser.add_argument("--after", type=Path, help="tree: the series up to 0004")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--worker", type=Path, help="internal: measure one tree")
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(measure(args.worker)))
+        return
+    if not (args.before and args.after and args.out):
+        parser.error("give --before, --after and --out")
+    import torch
+    import triton
+
+    before, after = args.before, args.after
+    results = {}
+    for name, tree in (("before", before), ("after", after)):
+        proc = subprocess.run(
+            [sys.executable, __file__, "--worker", str(tree)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"{name} failed:\n{proc.stderr[-4000:]}")
+        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    env = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+    }
+    lines = [
+        f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}",
+        "before = base + 0001..0003; after = base + 0001..0004",
+        "",
+        "| conv state | batch | dim | D | before: out equal | before: windows equal "
+        "| before: max abs diff | after: out equal | after: windows equal | after: max abs diff |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for b, a in zip(results["before"], results["after"], strict=True):
+        lines.append(
+            f"| {b['state']} | {b['batch']} | {b['dim']} | {b['D']} "
+            f"| {b['out_equal_steps']} | {b['window_equal_steps']} | {b['max_abs_out_diff']:.3g} "
+            f"| {a['out_equal_steps']} | {a['window_equal_steps']} | {a['max_abs_out_diff']:.3g} |"
+        )
+    holds = all(
+        r["out_equal_steps"] == r["window_equal_steps"] == f"{r['D']}/{r['D']}"
+        for r in results["after"]
+    )
+    lines += ["", f"conv parity after 0004: {'HOLDS' if holds else 'BROKEN'} for every state dtype"]
+    table = "\n".join(lines)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "conv_parity.json").write_text(json.dumps({"env": env, **results}, indent=1))
+    (args.out / "conv_parity.md").write_text(table + "\n")
+    print(table)
+    sys.exit(0 if holds else 1)
+
+
+if __name__ == "__main__":
+    main()
