@@ -9,6 +9,7 @@ importable (a tree made importable by ``gdn_parity.sandbox``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from inspect import signature
 
 import torch
 
@@ -40,6 +41,7 @@ def decode_token_by_token(
     indices: torch.Tensor,
     num_steps: int,
     conv: ConvInputs | None = None,
+    exact_parity: bool = True,
 ) -> DecodeSteps:
     """Base decode of ``num_steps`` tokens of each of ``len(indices)`` requests.
 
@@ -47,13 +49,21 @@ def decode_token_by_token(
     as a verify batch lays them out; ``mixed`` is the packed q/k/v (after the conv,
     unless ``conv`` is given). ``ssm_pool`` (and ``conv.pool``) are advanced in
     place: pass copies of the committed state. A padded request (index -1) keeps
-    its row of zeros in the outputs; its states are those of slot 0.
+    its row of zeros in the outputs; its states are those of slot 0. With
+    ``exact_parity`` (the default) decode runs as under --gdn-verify-exact-parity,
+    where the tree's decode has that switch.
     """
     from sglang.kernels.ops.attention.fla.fused_recurrent import (
         fused_recurrent_gated_delta_rule_packed_decode,
     )
     from sglang.kernels.ops.mamba.causal_conv1d_triton import causal_conv1d_update
 
+    flag = {}
+    if (
+        exact_parity
+        and "exact_parity" in signature(fused_recurrent_gated_delta_rule_packed_decode).parameters
+    ):
+        flag = {"exact_parity": True}
     n = indices.shape[0]
     hv, v, k = ssm_pool.shape[-3:]
     slots = indices.clamp(min=0).long()
@@ -69,7 +79,7 @@ def decode_token_by_token(
         out = torch.empty(n, 1, hv, v, dtype=mixed.dtype, device=mixed.device)
         fused_recurrent_gated_delta_rule_packed_decode(
             x, a[rows].contiguous(), b[rows].contiguous(), A_log, dt_bias, k**-0.5,
-            ssm_pool, out, indices, use_qk_l2norm_in_kernel=True,
+            ssm_pool, out, indices, use_qk_l2norm_in_kernel=True, **flag,
         )  # fmt: skip
         outputs.append(out.view(n, hv, v))
         states.append(ssm_pool[slots].clone())

@@ -118,7 +118,9 @@ class GDNLayer:
         )
         return out.view(n, self.c.gdn_v_heads, self.c.gdn_head_dim)
 
-    def decode(self, pools: GDNPools, slots, mixed, a, b, trace: TraceStep | None):
+    def decode(
+        self, pools: GDNPools, slots, mixed, a, b, exact_parity: bool, trace: TraceStep | None
+    ):
         conv, ssm = pools.conv[0][self.index], pools.temporal[self.index]
         if trace is not None:
             trace.trace.trace_decode_input(self.layer_id, trace.batch, conv, ssm, slots)
@@ -136,6 +138,9 @@ class GDNLayer:
             cache_indices=slots,
             num_v_heads=self.c.gdn_v_heads,
             head_v_dim=self.c.gdn_head_dim,
+            # The series' decode under --gdn-verify-exact-parity; trees without
+            # the flag ignore the keyword.
+            exact_parity=exact_parity,
         )
         return out.view(mixed.shape[0], self.c.gdn_v_heads, self.c.gdn_head_dim)
 

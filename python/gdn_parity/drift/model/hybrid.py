@@ -190,7 +190,7 @@ class HybridModel:
         if phase == "prefill":
             core = layer.prefill(self.pools, self.slots, mixed, a, b)
         elif phase == "decode":
-            core = layer.decode(self.pools, self.slots, mixed, a, b, trace)
+            core = layer.decode(self.pools, self.slots, mixed, a, b, exact_parity, trace)
         else:
             core = layer.verify(self.pools, self.slots, mixed, a, b, exact_parity, trace)
         return [

@@ -96,13 +96,16 @@ def run_base(
     prompt_len: int,
     num_tokens: int,
     progress: Progress,
+    exact_parity: bool = False,
 ) -> BaseTrajectory:
+    """Greedy decode; with ``exact_parity`` through the flag's decode kernel, as a
+    Base server started with --gdn-verify-exact-parity runs it."""
     model.restore(start)
     tokens, pos = [first], prompt_len
     states = {pos: model.gdn_state()}
     progress(1)
     while len(tokens) < num_tokens:
-        logits = model.forward([tokens[-1]], pos, "decode")
+        logits = model.forward([tokens[-1]], pos, "decode", exact_parity)
         pos += 1
         states[pos] = model.gdn_state()
         tokens.append(_argmax(logits)[0])

@@ -101,7 +101,9 @@ def run_job(job: Job, progress: Progress) -> VariantResult:
     tracer = _Tracer(job, model)
     start, first = loops.prefill(model, job.prompt)
     tracer.start("base", 1)
-    base = loops.run_base(model, start, first, len(job.prompt), job.tokens, progress)
+    base = loops.run_base(
+        model, start, first, len(job.prompt), job.tokens, progress, job.exact_parity
+    )
     tracer.stop()
     runs = []
     for index, mode in enumerate(job.modes):
