@@ -2,7 +2,7 @@
 # Device command: the series' upstream-style CUDA tests, run from the patched
 # tree. Carry .gpu (sglang wheel + cp312 wheels). run_verify.sh ends with it.
 set -uo pipefail
-export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
 export GDN_PARITY_CACHE=/tmp/gdn-parity-cache
 if [ ! -d /tmp/gdn-parity-gpu/series ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
