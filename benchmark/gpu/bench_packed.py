@@ -20,17 +20,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
-import triton
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-
-from gdn_parity.sandbox.bare_import import import_sglang_from  # noqa: E402
+from gdn_parity.sandbox.bare_import import import_sglang_from
+from gpu_common import copy_bandwidth, gpu_env, replay_samples
 
 K = V = 128
 LAUNCHES = 16
@@ -41,20 +38,6 @@ L2_BYTES = 50 << 20  # H200
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
-
-
-def copy_bandwidth() -> float:
-    src = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    times = []
-    for _ in range(10):
-        s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-        s.record()
-        dst.copy_(src)
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) / 1e3)
-    return 2 * src.numel() / statistics.median(times)
 
 
 class Layer:
@@ -85,18 +68,7 @@ def measure(fns) -> list[float]:
     with torch.cuda.graph(graph):
         for fn in fns:
             fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(REPLAYS):
-        s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-        s.record()
-        graph.replay()
-        e.record()
-        torch.cuda.synchronize()
-        samples.append(s.elapsed_time(e) * 1e3 / len(fns))
-    del graph
-    return samples
+    return replay_samples(graph, len(fns), REPLAYS)
 
 
 def main() -> int:
@@ -206,14 +178,7 @@ def main() -> int:
                     del pool, layers, inter
                     torch.cuda.empty_cache()
             print(f"[{time.time() - started:6.1f}s] hv={hv} pool={pool_name}", flush=True)
-    env = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "copy_bandwidth_GBps": bandwidth / 1e9,
-        "launches_per_graph": LAUNCHES,
-        "replays": REPLAYS,
-    }
+    env = gpu_env(copy_bandwidth_GBps=bandwidth / 1e9, launches_per_graph=LAUNCHES, replays=REPLAYS)
     name = f"bench{args.tag}.json"
     (args.out / name).write_text(json.dumps({"env": env, "rows": rows}, indent=0))
     print(json.dumps(env))

@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import subprocess
 import sys
 from pathlib import Path
+
+from gpu_common import gpu_env, run_worker
 
 STATE_DTYPES = ("bfloat16", "float16", "float32")
 SHAPES = ((1, 2048, 2), (8, 8192, 4), (64, 10240, 8))  # (batch, conv dim, D)
@@ -89,26 +90,12 @@ def main() -> None:
         return
     if not (args.before and args.after and args.out):
         parser.error("give --before, --after and --out")
-    import torch
-    import triton
 
     before, after = args.before, args.after
     results = {}
     for name, tree in (("before", before), ("after", after)):
-        proc = subprocess.run(
-            [sys.executable, __file__, "--worker", str(tree)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise SystemExit(f"{name} failed:\n{proc.stderr[-4000:]}")
-        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
-    env = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-    }
+        results[name] = run_worker(__file__, name, tree)
+    env = gpu_env()
     lines = [
         f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}",
         "before = base + 0001..0003; after = base + 0001..0004",

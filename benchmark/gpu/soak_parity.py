@@ -43,9 +43,8 @@ from pathlib import Path
 import torch
 import triton
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-
-from gdn_parity.sandbox.bare_import import import_sglang_from  # noqa: E402
+from gdn_parity.sandbox.bare_import import import_sglang_from
+from gpu_common import gpu_env
 
 DEVICE = os.environ.get("SOAK_DEVICE", "cuda")  # "cpu": a smoke run under TRITON_INTERPRET
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -331,14 +330,11 @@ def main() -> int:
             flush=True,
         )
 
-    env = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "tree": str(args.tree),
-        "seconds": round(time.time() - started, 1),
-        "negative_controls": NEGATIVE_CONTROLS,
-    }
+    env = gpu_env(
+        tree=str(args.tree),
+        seconds=round(time.time() - started, 1),
+        negative_controls=NEGATIVE_CONTROLS,
+    )
     table = [asdict(r) for r in results.values()]
     (args.out / "soak.json").write_text(json.dumps({"env": env, "pairs": table}, indent=1))
     lines = [

@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from gdn_parity.queue.series import load_series
 from gdn_parity.queue.tree import materialise_tree
 from gdn_parity.sandbox.bare_import import import_sglang_from
+from gpu_common import gpu_env, run_worker
 
 K = V = 128
 HVS = (8, 32, 48)
@@ -116,8 +115,6 @@ def main() -> None:
     if args.worker:
         print(json.dumps(measure(args.worker)))
         return
-    import torch
-    import triton
 
     series = load_series()
     trees = {
@@ -126,21 +123,8 @@ def main() -> None:
     }
     results = {}
     for name, tree in trees.items():
-        proc = subprocess.run(
-            [sys.executable, __file__, "--worker", str(tree)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise SystemExit(f"{name} failed:\n{proc.stderr[-4000:]}")
-        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
-    env = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "patches": list(series.patches[: args.patches]),
-    }
+        results[name] = run_worker(__file__, name, tree)
+    env = gpu_env(patches=list(series.patches[: args.patches]))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "step0_parity.json").write_text(json.dumps({"env": env, **results}, indent=1))
     lines = [

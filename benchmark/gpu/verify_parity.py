@@ -29,6 +29,7 @@ import torch
 
 from gdn_parity.drift.reference import decode_token_by_token
 from gdn_parity.sandbox.bare_import import import_sglang_from
+from gpu_common import copy_bandwidth, gpu_env, replay_samples
 
 K = V = 128
 TABLE_D = (2, 4, 8)
@@ -153,38 +154,13 @@ def table_row(n, d, hv, pool_name):
     return row
 
 
-def copy_bandwidth() -> float:
-    """Device-to-device copy bandwidth in bytes/s (read + write counted)."""
-    src = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    times = []
-    for _ in range(10):
-        start, end = torch.cuda.Event(True), torch.cuda.Event(True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return 2 * src.numel() / statistics.median(times)
-
-
 def bench_row(n, d, pool_name, bandwidth, calls=20, replays=30):
     pool_dtype = getattr(torch, pool_name)
     case = Case(n, d, BENCH_H, BENCH_HV, pool_dtype, padded=False)
     row = {"N": n, "D": d, "pool": pool_name}
     for name, fn in (("default", case.default), ("parity", case.parity)):
         graph, _ = graphed(fn, calls)
-        graph.replay()
-        torch.cuda.synchronize()
-        per_call = []
-        for _ in range(replays):
-            start, end = torch.cuda.Event(True), torch.cuda.Event(True)
-            start.record()
-            graph.replay()
-            end.record()
-            torch.cuda.synchronize()
-            per_call.append(start.elapsed_time(end) * 1e3 / calls)
-        row[f"{name}_us"] = statistics.median(per_call)
+        row[f"{name}_us"] = statistics.median(replay_samples(graph, calls, replays))
     state = BENCH_HV * V * K * pool_dtype.itemsize
     tokens = n * d
     moved = (
@@ -205,7 +181,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     import_sglang_from(args.tree)
-    import triton
 
     torch.manual_seed(0)
     table = [
@@ -217,12 +192,7 @@ def main() -> None:
         bench_row(n, d, pool, bandwidth)
         for pool, d, n in itertools.product(BENCH_POOLS, BENCH_D, BENCH_N)
     ]
-    env = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "copy_bandwidth_GBps": bandwidth / 1e9,
-    }
+    env = gpu_env(copy_bandwidth_GBps=bandwidth / 1e9)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "verify_parity.json").write_text(
         json.dumps({"env": env, "table": table, "bench": bench}, indent=1)
