@@ -308,7 +308,7 @@ def main() -> int:
         for (h, hv, k) in SHAPES
         for graph in (False, True)
     ]
-    per_config = max(1, args.rounds // len(configs))
+    per_config = -(-args.rounds // len(configs))  # at least --rounds in total
     results = {f"{a}:{p}": PairResult(a, p) for a, p in pairs}
     started = time.time()
     for i, cfg in enumerate(configs):
