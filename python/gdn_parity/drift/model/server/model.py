@@ -394,7 +394,9 @@ class ServerModel:
         ids = [t for row in rows for t in row] + [0] * (pad * width)
         positions = [p + j for p in lengths for j in range(width)] + [0] * (pad * width)
         out_loc = [
-            int(self.attn.req_to_token[i, p + j]) for i, p in enumerate(lengths) for j in range(width)
+            int(self.attn.req_to_token[i, p + j])
+            for i, p in enumerate(lengths)
+            for j in range(width)
         ] + [0] * (pad * width)
         # Decode counts its own token; verify carries the committed lengths. Padded rows
         # get the Triton backend's CUDA-graph seq_len fill value, 1.
@@ -414,7 +416,8 @@ class ServerModel:
             out_cache_loc_is_physical=False,  # ForwardBatch's default
             positions=torch.tensor(positions, dtype=torch.int64, device=dev),
             input_ids=torch.tensor(ids, dtype=torch.int64, device=dev),
-            rids=[self.rid] + [f"{self.rid}-companion-{i}" for i in range(1, self.n)]
+            rids=[self.rid]
+            + [f"{self.rid}-companion-{i}" for i in range(1, self.n)]
             + [None] * pad,
             kv_loc_plan=None,
             encoder_lens=None,
@@ -463,8 +466,10 @@ class ServerModel:
         h = self.w.embed[batch.input_ids]
         for layer in self.layers:
             x = self.rms_norm(h, layer.lw.input_norm, c.rms_eps)
-            out = self._gdn(layer, x, batch, phase) if layer.kind == "gdn" else self._attention(
-                layer, x, batch, phase
+            out = (
+                self._gdn(layer, x, batch, phase)
+                if layer.kind == "gdn"
+                else self._attention(layer, x, batch, phase)
             )
             h = h + out
             h = h + self._mlp(self.rms_norm(h, layer.lw.post_norm, c.rms_eps), layer)
