@@ -41,6 +41,7 @@ def cmd_demo(args: argparse.Namespace, series: Series) -> int:
         modes=demo_modes(args.gammas, args.natural_gamma, args.accept_rates),
         ssm_dtype=args.ssm_dtype,
         attention=args.attention,
+        stack=args.stack or ("server" if args.device == "cuda" else "rowwise"),
         seed=args.seed,
         out_dir=Path(args.out),
         trace_dir=Path(args.trace) if args.trace else None,
@@ -103,6 +104,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         choices=["torch", "sglang-triton"],
         help="full attention: row-invariant torch (default), or sglang's Triton decode and "
         "extend kernels, to measure their own contribution",
+    )
+    p.add_argument(
+        "--stack",
+        choices=["server", "rowwise"],
+        help="server: a padded batch through sglang's backends, one GEMM per linear layer "
+        "(default on cuda); rowwise: one request, row-invariant torch (default on cpu)",
     )
     p.add_argument("--variants", default="0.5.23,beta-aligned,exact-parity")
     p.add_argument("--seed", type=int, default=0, help="the drafter's seed")

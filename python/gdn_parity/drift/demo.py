@@ -36,6 +36,7 @@ class DemoPlan:
     modes: list[Mode]
     ssm_dtype: str
     attention: str
+    stack: str
     seed: int
     out_dir: Path
     trace_dir: Path | None
@@ -118,6 +119,8 @@ def _run_variants(series: Series, plan: DemoPlan, raw_dir: Path) -> list[Variant
             modes=plan.modes,
             ssm_dtype=plan.ssm_dtype,
             attention=plan.attention,
+            stack=plan.stack,
+            deterministic=v.deterministic,
             seed=plan.seed,
             trace_dir=str(plan.trace_dir) if plan.trace_dir else None,
             out=str(raw_dir / f"{v.name}.json"),
@@ -136,6 +139,12 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
 
     None when the plan has no exact-parity variant.
     """
+    rowwise_deterministic = [v.name for v in plan.variants if v.deterministic]
+    if plan.stack == "rowwise" and rowwise_deterministic:
+        raise GdnParityError(
+            f"variants {rowwise_deterministic} enable deterministic inference, which only the "
+            "server stack runs: pass --stack server"
+        )
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as raw_dir:
         results = _run_variants(series, plan, Path(raw_dir))
@@ -155,7 +164,12 @@ def _report(plan: DemoPlan, results: list[VariantResult], table: str, holds: boo
     bases = {r.variant: r.base.sha256 for r in results}
     lines = [
         f"# gdn-parity demo: {plan.size} model on {plan.device}, {plan.tokens} tokens, "
-        f"{plan.ssm_dtype} SSM pool, {plan.attention} attention",
+        f"{plan.ssm_dtype} SSM pool, "
+        + (
+            "server stack (batch of 5, sglang's Triton attention backend)"
+            if plan.stack == "server"
+            else f"row-wise stack, {plan.attention} attention"
+        ),
         "",
         "Each mode is compared with its own variant's Base greedy decode. Variants: "
         + "; ".join(f"{v.name} = {v.description}" for v in plan.variants)
@@ -174,7 +188,7 @@ def _report(plan: DemoPlan, results: list[VariantResult], table: str, holds: boo
                 else "BROKEN in at least one mode"
             )
         )
-    if plan.attention != "torch":
+    if plan.stack == "rowwise" and plan.attention != "torch":
         lines.append(
             f"(attention is {plan.attention}: decode and verify run different attention "
             "kernels, so exact GDN parity alone need not make the model lossless)"

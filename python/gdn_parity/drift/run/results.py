@@ -73,6 +73,8 @@ class VariantResult:
     modes: list[ModeResult]
     traces: dict[str, str]  # mode label -> trace file, when traced
     seconds: float
+    stack: str = "rowwise"
+    deterministic: bool = False
 
     def mode(self, kind: ModeKind) -> ModeResult:
         """The first mode of ``kind``."""

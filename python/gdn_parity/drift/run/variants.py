@@ -25,12 +25,27 @@ class Variant:
     description: str
     patches: int | None  # a prefix of the series; None: all of it
     exact_parity: bool
+    deterministic: bool = False  # --enable-deterministic-inference (the server stack reads it)
 
 
 VARIANTS = (
     Variant("0.5.23", "sglang 0.5.23's kernels (the series' fixes off)", 1, False),
     Variant("beta-aligned", "the series, flag off: one gate math for every kernel", None, False),
     Variant("exact-parity", "the series with --gdn-verify-exact-parity", None, True),
+    Variant(
+        "deterministic",
+        "the series with --enable-deterministic-inference, flag off",
+        None,
+        False,
+        deterministic=True,
+    ),
+    Variant(
+        "deterministic-exact-parity",
+        "the series with --enable-deterministic-inference and --gdn-verify-exact-parity",
+        None,
+        True,
+        deterministic=True,
+    ),
 )
 
 

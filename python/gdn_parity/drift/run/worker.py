@@ -36,6 +36,9 @@ class Job:
     modes: list[Mode]
     ssm_dtype: str = "bfloat16"
     attention: str = "torch"
+    stack: str = "rowwise"  # or "server" (drift.model.stacks)
+    deterministic: bool = False
+    requests: int = 5  # the server stack's batch
     seed: int = 0
     trace_dir: str | None = None
     out: str = ""
@@ -72,6 +75,8 @@ class _Tracer:
             "mode": label,
             "gdn_verify_exact_parity": self.job.exact_parity,
             "attention": self.job.attention,
+            "stack": self.job.stack,
+            "enable_deterministic_inference": self.job.deterministic,
             "speculative_num_draft_tokens": draft_tokens,
         }
         self.model.start_trace(path, f"{self.job.size}, seed {self.job.seed}", flags)
@@ -83,17 +88,23 @@ class _Tracer:
 
 def run_job(job: Job, progress: Progress) -> VariantResult:
     from gdn_parity.debug.tokens import ids_sha256
-    from gdn_parity.drift.model.hybrid import HybridModel
+    from gdn_parity.drift.model.stacks import StackSpec, build_stack
     from gdn_parity.drift.run import loops
 
     started = time.perf_counter()
-    model = HybridModel.build(
-        job.size,
-        job.device,
-        max_len=len(job.prompt) + job.tokens + max([m.gamma for m in job.modes] + [0]) + 1,
-        ssm_dtype=job.ssm_dtype,
+    model = build_stack(
+        StackSpec(
+            stack=job.stack,
+            size=job.size,
+            device=job.device,
+            max_len=len(job.prompt) + job.tokens + max([m.gamma for m in job.modes] + [0]) + 1,
+            ssm_dtype=job.ssm_dtype,
+            attention=job.attention,
+            deterministic=job.deterministic,
+            exact_parity=job.exact_parity,
+            requests=job.requests,
+        ),
         rid="demo",
-        attention=job.attention,
     )
     kernels = model.kernels
     if job.exact_parity and not kernels.has_exact_parity:
@@ -153,6 +164,8 @@ def run_job(job: Job, progress: Progress) -> VariantResult:
         modes=runs,
         traces=tracer.paths,
         seconds=time.perf_counter() - started,
+        stack=job.stack,
+        deterministic=job.deterministic,
     )
 
 

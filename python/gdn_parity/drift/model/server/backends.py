@@ -1,0 +1,219 @@
+"""sglang's attention backends on real pools, built as their ``__init__`` builds them for a variant.
+
+``TritonAttnBackend.__init__`` and ``GDNAttnBackend.__init__`` need a
+ModelRunner (a loaded model, a GPU-sized pool, the runtime context). Every
+attribute their forward paths read for this model is set here to what
+``__init__`` derives for the variant's server arguments (deterministic
+inference, speculative decoding with a linear draft chain, page size 1) or to
+a real sglang object: ``MHATokenToKVPool``, ``KVIndexTranslator`` over a real
+``req_to_token`` table, ``MambaPool.SpeculativeState``, the kernel dispatcher.
+The forwards themselves (``init_forward_metadata``, ``forward_decode``,
+``forward_extend``) are sglang's, unchanged.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from gdn_parity.drift.model.config import ModelConfig
+from gdn_parity.drift.model.server.numerics import (
+    NUM_KV_SPLITS,
+    SM_COUNT,
+    SPLIT_TILE,
+    ServerNumerics,
+)
+
+
+def attention_layer(layer_id: int, c: ModelConfig) -> SimpleNamespace:
+    """The attributes of a RadixAttention that the Triton backend reads."""
+    from sglang.srt.layers.radix_attention import AttentionType
+
+    return SimpleNamespace(
+        layer_id=layer_id,
+        tp_q_head_num=c.attn_heads,
+        tp_k_head_num=c.attn_kv_heads,
+        tp_v_head_num=c.attn_kv_heads,
+        qk_head_dim=c.attn_head_dim,
+        v_head_dim=c.attn_head_dim,
+        scaling=c.attn_head_dim**-0.5,
+        k_scale=None,
+        v_scale=None,
+        logit_capping_method="tanh",
+        logit_cap=0.0,
+        xai_temperature_len=-1,
+        sliding_window_size=-1,
+        is_cross_attention=False,
+        attn_type=AttentionType.DECODER,
+    )
+
+
+def triton_attention_backend(
+    c: ModelConfig,
+    numerics: ServerNumerics,
+    *,
+    kv_slots: int,
+    req_rows: int,
+    context: int,
+    num_tokens_per_req: int,
+    device: str,
+):
+    """The target model's TritonAttnBackend, with its pool and ``req_to_token`` table.
+
+    ``verify_as_decode`` (patch 0006) is on where ``__init__`` turns it on:
+    deterministic inference on a speculative target, in a tree that has it.
+    """
+    from sglang.kernels.ops.attention import extend_attention
+    from sglang.kernels.ops.attention.decode_attention import decode_attention_fwd
+    from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
+    from sglang.srt.mem_cache.kv_index_translator import KVIndexTranslator
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+    layers = len(c.attention_layers)
+    pool = MHATokenToKVPool(
+        size=kv_slots,
+        page_size=1,
+        dtype=torch.bfloat16,
+        head_num=c.attn_kv_heads,
+        head_dim=c.attn_head_dim,
+        layer_num=layers,
+        device=device,
+        enable_memory_saver=False,
+        enable_alt_stream=False,
+    )
+    req_to_token = torch.zeros(req_rows, context, dtype=torch.int32, device=device)
+    deterministic = numerics.deterministic
+    split_tile = SPLIT_TILE if deterministic else None
+    b = TritonAttnBackend.__new__(TritonAttnBackend)
+    b.__dict__.update(
+        decode_attention_fwd=decode_attention_fwd,
+        extend_attention_fwd=extend_attention.extend_attention_fwd,
+        extend_attention_fwd_unified=extend_attention.extend_attention_fwd_unified,
+        build_unified_kv_indices=extend_attention.build_unified_kv_indices,
+        dllm_attention=None,
+        skip_prefill=False,
+        is_draft_runner=False,
+        req_to_token=req_to_token,
+        token_to_kv_pool=pool,
+        kv_index_translator=KVIndexTranslator(
+            req_to_token=req_to_token,
+            token_to_kv_pool_allocator=None,
+            token_to_kv_pool=pool,
+            page_size=1,
+            device=device,
+        ),
+        page_size=1,
+        device=device,
+        num_head=c.attn_heads,
+        num_kv_head=c.attn_kv_heads,
+        v_head_dim=c.attn_head_dim,
+        swa_v_head_dim=None,
+        max_context_len=context,
+        sliding_window_size=None,
+        use_sliding_window_kv_pool=False,
+        window_kv_indptr=None,
+        use_mla=False,
+        dcp_size=1,
+        use_pdl=False,
+        use_verify_splitkv=False,  # ROCm only
+        use_verify_shared_kv=False,  # ROCm only
+        use_dense_fp8_chunked_prefill=False,
+        enable_lean_attention=False,
+        lean_total_programs=1,
+        lean_block_m=16,
+        enable_deterministic=deterministic,
+        static_kv_splits=False,
+        device_core_count=SM_COUNT,
+        split_tile_size=split_tile,
+        max_kv_splits=-(-context // SPLIT_TILE) if deterministic else NUM_KV_SPLITS,
+        num_draft_tokens=num_tokens_per_req,
+        target_verify_num_tokens_per_req=num_tokens_per_req,
+        topk=1,
+        verify_as_decode=deterministic and hasattr(TritonAttnBackend, "_forward_verify_as_decode"),
+        kv_indptr=torch.zeros(req_rows + 1, dtype=torch.int32, device=device),
+        qo_indptr=torch.zeros(req_rows + 1, dtype=torch.int64, device=device),
+        mask_indptr=torch.zeros(req_rows + 1, dtype=torch.int64, device=device),
+        forward_metadata=None,
+        _verify_mask=None,
+        _dense_one_shot_kv_indptr=None,
+    )
+    return b
+
+
+def gdn_layer(layer_id: int, c: ModelConfig, w) -> SimpleNamespace:
+    """The attributes of a RadixLinearAttention that the GDN backend reads."""
+    h, hv, d = c.gdn_k_heads, c.gdn_v_heads, c.gdn_head_dim
+    return SimpleNamespace(
+        layer_id=layer_id,
+        conv_weights=w.conv,
+        bias=None,
+        activation="silu",
+        A_log=w.A_log,
+        dt_bias=w.dt_bias,
+        head_q_dim=d,
+        head_k_dim=d,
+        head_v_dim=d,
+        num_q_heads=h,
+        num_k_heads=h,
+        num_v_heads=hv,
+        q_dim=h * d,
+        k_dim=h * d,
+        v_dim=hv * d,
+    )
+
+
+def gdn_backend(state, layer_ids: list[int], numerics: ServerNumerics, slots: int, device: str):
+    """GDNAttnBackend on the Triton kernels over ``state`` (a ``MambaPool.SpeculativeState``).
+
+    Batch row ``i`` owns verify scratch row ``i`` (``build_verify_intermediate_state_indices``).
+    """
+    from sglang.srt.layers.attention.linear.gdn_backend import (
+        GDNAttnBackend,
+        GDNKernelDispatcher,
+    )
+    from sglang.srt.layers.attention.linear.utils import LinearAttnKernelBackend
+
+    mamba_map = {layer_id: i for i, layer_id in enumerate(layer_ids)}
+    triton = LinearAttnKernelBackend.TRITON
+    gdn = GDNAttnBackend.__new__(GDNAttnBackend)
+    gdn.kernel_dispatcher = GDNKernelDispatcher(triton, triton, triton)
+    gdn.verify_exact_parity = numerics.exact_parity
+    gdn.state_trace = None
+    gdn.mis_metadata = None
+    gdn._use_strided_target_verify_qkv = True
+    gdn.verify_intermediate_state_indices = torch.arange(
+        slots + 1, dtype=torch.int32, device=device
+    )
+    gdn.req_to_token_pool = SimpleNamespace(
+        size=slots,
+        mamba_pool=SimpleNamespace(),
+        mamba_map=mamba_map,
+        mamba2_layer_cache=lambda layer_id: state.at_layer_idx(mamba_map[layer_id]),
+        get_speculative_mamba2_params_all_layers=lambda: state,
+        short_conv_pool=SimpleNamespace(conv_state=None, intermediate_conv_state=None),
+        ngram_pool=SimpleNamespace(context=None, intermediate_context=None),
+    )
+    gdn.accept_lens_pool = None
+    return gdn
+
+
+def speculative_state(
+    c: ModelConfig, slots: int, draft_tokens: int, ssm_dtype, conv_dtype, device: str
+):
+    """``MambaPool.SpeculativeState``: persistent conv/SSM pools and the verify scratch."""
+    from sglang.srt.mem_cache.memory_pool import MambaPool
+
+    layers, hv, d = len(c.gdn_layers), c.gdn_v_heads, c.gdn_head_dim
+    window = (c.qkv_dim, c.conv_width - 1)
+    steps = max(draft_tokens, 1)
+    return MambaPool.SpeculativeState(
+        conv=[torch.zeros(layers, slots + 1, *window, dtype=conv_dtype, device=device)],
+        temporal=torch.zeros(layers, slots + 1, hv, d, d, dtype=ssm_dtype, device=device),
+        intermediate_ssm=torch.zeros(
+            layers, slots + 1, steps, hv, d, d, dtype=ssm_dtype, device=device
+        ),
+        intermediate_conv_window=[
+            torch.zeros(layers, slots + 1, steps, *window, dtype=conv_dtype, device=device)
+        ],
+    )

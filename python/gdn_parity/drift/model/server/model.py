@@ -1,0 +1,503 @@
+"""The hybrid model as sglang's server runs it: a padded batch, one GEMM per linear layer.
+
+``ServerModel`` serves ``requests`` requests at once. Request 0 is the one the
+drift loops drive (``forward``/``commit`` take and return its rows, as
+``HybridModel`` does); the others are companions with their own prompts and
+lengths that ride in every batch: greedy decode in Base, verify rounds that
+commit their target's own token (forced reject) in speculative modes. Each
+batch is padded to the next CUDA-graph batch size as the graph runner pads it
+(``req_pool_indices`` 0, mamba slot -1, ``seq_len`` 1, KV write slot 0).
+
+Per forward, each linear layer (GDN in_proj_qkvz/in_proj_ba/out_proj,
+attention qkv/o, MLP gate_up/down, lm_head) is one GEMM over every row of the
+batch: ``bs`` in decode, ``bs * (gamma + 1)`` in verify. GEMMs are torch's,
+or sglang's batch-invariant ops when the variant enables deterministic
+inference (CUDA only). Full attention runs ``TritonAttnBackend.forward_decode``
+and ``forward_extend`` after ``init_forward_metadata``: the backend picks the
+kernel, and writes the K/V of every row (the drafts' too). GDN layers run
+``GDNAttnBackend.forward_decode`` (which takes the fused projection-unpack +
+conv kernel where ``can_use_fused_qkvzba_causal_conv1d_update_contiguous``
+allows it: CUDA) and ``forward_extend`` for verify, after Qwen3.5's own
+``fused_qkvzba_split_reshape_cat_contiguous``; the gated norm is fla's
+``layernorm_gated.RMSNorm``. The other RMSNorms are ``rms_norm_batch_invariant``
+(sglang's RMSNorm.forward_cuda needs sgl_kernel outside batch-invariant mode)
+and rotary is the row-wise stack's rope applied to all rows at once (sglang's
+RotaryEmbedding needs sgl_kernel or vllm at this head size off CUDA). Prefill (shared by every
+mode, not compared) runs per request through the same kernels as the
+row-wise stack's prefill.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from gdn_parity.drift.model.commit import commit_verify
+from gdn_parity.drift.model.config import ModelConfig
+from gdn_parity.drift.model.gdn import GDNLayer
+from gdn_parity.drift.model.kernels import SglangKernels
+from gdn_parity.drift.model.server import backends
+from gdn_parity.drift.model.server.numerics import ServerNumerics, enable_batch_invariant_gemms
+from gdn_parity.drift.model.weights import DTYPE, AttentionWeights, ModelWeights
+
+# The smallest CUDA-graph batch sizes of sglang's default decode capture list.
+GRAPH_BATCH_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64)
+VOCAB_IDS = 248069  # sglang#35150's request uses ids below this
+
+
+def fused_decode_proj_conv(device: str) -> bool:
+    """Qwen3.5's ``_gdn_decode_fused_proj_conv``: hand decode the projections unsplit (CUDA)."""
+    from sglang.srt.environ import envs
+
+    return device == "cuda" and envs.SGLANG_ENABLE_GDN_DECODE_FUSED_PROJ_CONV.get()
+
+
+def graph_batch_size(requests: int) -> int:
+    return next(bs for bs in GRAPH_BATCH_SIZES if bs >= requests)
+
+
+def companion_prompts(prompt: list[int], requests: int) -> list[list[int]]:
+    """Request 0's prompt, then ``requests - 1`` others of different contents and lengths."""
+    prompts = [list(prompt)]
+    for i in range(1, requests):
+        rotated = prompt[i:] + prompt[:i]
+        prompts.append([(t + 7919 * i) % VOCAB_IDS for t in rotated[: max(1, len(prompt) - 3 * i)]])
+    return prompts
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """``rowwise.rope`` over rows ``[rows, heads, dim]`` at ``positions``: elementwise per row."""
+    half = x.shape[-1] // 2
+    freqs = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+    angle = positions.float()[:, None, None] * freqs
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x.float()[..., :half], x.float()[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).to(x.dtype)
+
+
+@dataclass
+class _Request:
+    slot: int  # mamba pool slot; its KV lives in req_to_token row ``slot - 1``
+    length: int = 0  # committed tokens (absorbed into the state)
+    next_token: int = 0  # its next input: the last emitted token
+    targets: list[int] = field(default_factory=list)  # the last verify's argmax rows
+
+
+@dataclass
+class ServerSnapshot:
+    requests: list[tuple[int, int]]
+    gdn: tuple[torch.Tensor, torch.Tensor]
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    rng: Any
+
+
+class ServerModel:
+    """The server-faithful stack; the interface of ``HybridModel`` for request 0."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        weights: ModelWeights,
+        kernels: SglangKernels,
+        numerics: ServerNumerics,
+        *,
+        device: str,
+        max_len: int,
+        requests: int,
+        ssm_dtype: torch.dtype = torch.bfloat16,
+        conv_dtype: torch.dtype = torch.bfloat16,
+        rid: str = "req-0",
+        seed: int = 0,
+    ):
+        if requests < 1:
+            raise ValueError("requests must be at least 1")
+        self.c, self.w, self.kernels, self.numerics = config, weights, kernels, numerics
+        self.device, self.max_len, self.rid = device, max_len, rid
+        self.ssm_dtype, self.conv_dtype = ssm_dtype, conv_dtype
+        self.n = requests
+        self.bs = graph_batch_size(requests)
+        self.batch_invariant_gemms = enable_batch_invariant_gemms(device)
+        self.fused_decode_proj_conv = fused_decode_proj_conv(device)
+        self.requests = [_Request(slot=i + 1) for i in range(requests)]
+        self.rng = random.Random(seed)
+        self.trace: Any = None
+        self._build_layers()
+        self._build_pools(draft_tokens=1)
+
+    # -- construction -------------------------------------------------------------------
+
+    def _build_layers(self) -> None:
+        from sglang.kernels.ops.attention.fla.layernorm_gated import RMSNorm as RMSNormGated
+        from sglang.srt.batch_invariant_ops import rms_norm_batch_invariant
+
+        c, w = self.c, self.w
+        self.rms_norm = rms_norm_batch_invariant
+        self.layers: list[SimpleNamespace] = []
+        gdn_index = attn_index = 0
+        for layer, lw in enumerate(w.layers):
+            mlp = torch.cat([lw.gate, lw.up])  # MergedColumnParallelLinear: one gate_up GEMM
+            if isinstance(lw.mixer, AttentionWeights):
+                m = lw.mixer
+                self.layers.append(
+                    SimpleNamespace(
+                        kind="attention",
+                        radix=backends.attention_layer(attn_index, c),
+                        qkv=torch.cat([m.q, m.k, m.v]),  # QKVParallelLinear
+                        w=m,
+                        lw=lw,
+                        gate_up=mlp,
+                    )
+                )
+                attn_index += 1
+            else:
+                m = lw.mixer
+                norm = RMSNormGated(c.gdn_head_dim, eps=c.rms_eps, norm_before_gate=True)
+                norm = norm.to(device=self.device, dtype=DTYPE)
+                norm.weight.data.copy_(m.norm)
+                self.layers.append(
+                    SimpleNamespace(
+                        kind="gdn",
+                        radix=backends.gdn_layer(layer, c, m),
+                        prefill=GDNLayer(layer, gdn_index, m, c, self.kernels),
+                        qkvz=torch.cat([m.qkv, m.z]),  # Qwen3.5's contiguous in_proj_qkvz
+                        ba=torch.cat([m.b, m.a]),  # in_proj_ba
+                        norm=norm,
+                        w=m,
+                        lw=lw,
+                        gate_up=mlp,
+                    )
+                )
+                gdn_index += 1
+
+    def _build_pools(self, draft_tokens: int) -> None:
+        c = self.c
+        self.draft_tokens = draft_tokens
+        self.state = backends.speculative_state(
+            c, self.bs, draft_tokens, self.ssm_dtype, self.conv_dtype, self.device
+        )
+        self.gdn = backends.gdn_backend(
+            self.state, c.gdn_layers, self.numerics, self.bs, self.device
+        )
+        if self.trace is not None:
+            self.gdn.state_trace = self.trace
+        self.attn = backends.triton_attention_backend(
+            c,
+            self.numerics,
+            kv_slots=self.n * self.max_len + 1,
+            req_rows=self.bs,
+            context=self.max_len,
+            num_tokens_per_req=draft_tokens,
+            device=self.device,
+        )
+        # Request i's token t lives in KV slot 1 + i * max_len + t; slot 0 takes padded writes.
+        slots = torch.arange(self.n * self.max_len, dtype=torch.int32, device=self.device) + 1
+        self.attn.req_to_token[: self.n] = slots.view(self.n, self.max_len)
+
+    # -- the HybridModel interface ------------------------------------------------------
+
+    def set_draft_tokens(self, draft_tokens: int) -> None:
+        snap = self.snapshot()
+        self._build_pools(draft_tokens)
+        self.restore(snap)
+
+    def clear(self) -> None:
+        for r in self.requests:
+            r.length, r.next_token, r.targets = 0, 0, []
+        self.state.temporal.zero_()
+        self.state.conv[0].zero_()
+        for layer in range(len(self.c.attention_layers)):
+            self.attn.token_to_kv_pool.get_key_buffer(layer).zero_()
+            self.attn.token_to_kv_pool.get_value_buffer(layer).zero_()
+
+    def snapshot(self) -> ServerSnapshot:
+        pool = self.attn.token_to_kv_pool
+        layers = range(len(self.c.attention_layers))
+        return ServerSnapshot(
+            [(r.length, r.next_token) for r in self.requests],
+            (self.state.temporal.clone(), self.state.conv[0].clone()),
+            [pool.get_key_buffer(i).clone() for i in layers],
+            [pool.get_value_buffer(i).clone() for i in layers],
+            self.rng.getstate(),
+        )
+
+    def restore(self, snap: ServerSnapshot) -> None:
+        for r, (length, token) in zip(self.requests, snap.requests, strict=True):
+            r.length, r.next_token, r.targets = length, token, []
+        self.state.temporal.copy_(snap.gdn[0])
+        self.state.conv[0].copy_(snap.gdn[1])
+        pool = self.attn.token_to_kv_pool
+        for i, (k, v) in enumerate(zip(snap.keys, snap.values, strict=True)):
+            pool.get_key_buffer(i).copy_(k)
+            pool.get_value_buffer(i).copy_(v)
+        self.rng.setstate(snap.rng)
+
+    def gdn_state(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Request 0's persistent SSM and conv state, ``[gdn layers, ...]`` copies."""
+        slot = self.requests[0].slot
+        return self.state.temporal[:, slot].clone(), self.state.conv[0][:, slot].clone()
+
+    def start_trace(self, path: str, name: str, flags: dict) -> None:
+        header = {
+            "sglang_version": self.kernels.version,
+            "model": f"gdn-parity drift harness, server stack ({name})",
+            "tp_rank": 0,
+            "pp_rank": 0,
+            "ssm_dtype": str(self.ssm_dtype).removeprefix("torch."),
+            "conv_dtype": str(self.conv_dtype).removeprefix("torch."),
+            "flags": flags,
+        }
+        self.trace = self.kernels.state_trace(path, header)
+        self.gdn.state_trace = self.trace
+
+    def stop_trace(self) -> None:
+        if self.trace is not None:
+            self.trace.close()
+            self.trace = None
+            self.gdn.state_trace = None
+
+    def forward(
+        self, tokens: list[int], start: int, phase: str, exact_parity: bool = False
+    ) -> torch.Tensor:
+        """Request 0's logits ``[len(tokens), vocab]`` (fp32); the companions advance too."""
+        if phase == "prefill":
+            return self._prefill_all(tokens)
+        tracked = self.requests[0]
+        if start != tracked.length:
+            raise ValueError(f"request 0 is at {tracked.length}, not {start}")
+        tracked.next_token = tokens[0]
+        if phase == "decode":
+            logits = self._step([[r.next_token] for r in self.requests], "decode")
+            for r, row in zip(self.requests[1:], logits[1 : self.n], strict=True):
+                r.next_token = int(row.argmax())
+                r.length += 1
+            tracked.length += 1
+            return logits[0]
+        if exact_parity != self.numerics.exact_parity:
+            raise ValueError("the server stack's verify kernel is fixed by its numerics")
+        width = len(tokens)
+        if width != self.draft_tokens:
+            raise ValueError(f"verify of {width} rows on a pool sized for {self.draft_tokens}")
+        rows = [list(tokens)]
+        for r in self.requests[1:]:
+            drafts = [self.rng.randrange(self.c.vocab) for _ in range(width - 1)]
+            rows.append([r.next_token, *drafts])
+        logits = self._step(rows, "verify")
+        for r, row in zip(self.requests, logits[: self.n], strict=True):
+            r.targets = row.argmax(-1).tolist()
+        return logits[0]
+
+    def commit(self, step: int) -> None:
+        """Commit request 0's verify step ``step`` and the companions' step 0."""
+        steps = torch.tensor([step] + [0] * (self.n - 1), dtype=torch.int32, device=self.device)
+        slots = torch.tensor([r.slot for r in self.requests], dtype=torch.int32, device=self.device)
+        commit_verify(self.kernels, self.state, slots, steps)
+        if self.trace is not None:
+            self.trace.trace_post_commit(
+                self.c.gdn_layers, self.state.temporal, self.state.conv[0], slots[:1], steps[:1]
+            )
+        self.requests[0].length += step + 1
+        for r in self.requests[1:]:
+            r.length += 1
+            r.next_token = r.targets[0]
+
+    # -- forwards -----------------------------------------------------------------------
+
+    def _prefill_all(self, prompt: list[int]) -> torch.Tensor:
+        self.clear()
+        out = None
+        for r, p in zip(self.requests, companion_prompts(prompt, self.n), strict=True):
+            logits = self._prefill(r, p)
+            r.length, r.next_token = len(p), int(logits[-1].argmax())
+            out = logits if out is None else out
+        return out
+
+    def _linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, weight)
+
+    def _mlp(self, x: torch.Tensor, layer: SimpleNamespace) -> torch.Tensor:
+        gate, up = self._linear(x, layer.gate_up).chunk(2, dim=-1)
+        return self._linear(F.silu(gate) * up, layer.lw.down)  # SiluAndMul.forward_native
+
+    def _qkv(self, x, layer, positions):
+        c = self.c
+        q, k, v = self._linear(x, layer.qkv).split(
+            [c.attn_heads * c.attn_head_dim] + [c.attn_kv_heads * c.attn_head_dim] * 2,
+            dim=-1,
+        )
+        q = self.rms_norm(q.reshape(-1, c.attn_head_dim), layer.w.q_norm, c.rms_eps)
+        k = self.rms_norm(k.reshape(-1, c.attn_head_dim), layer.w.k_norm, c.rms_eps)
+        q = rope(q.view(x.shape[0], -1, c.attn_head_dim), positions, c.rope_theta)
+        k = rope(k.view(x.shape[0], -1, c.attn_head_dim), positions, c.rope_theta)
+        return q.reshape(x.shape[0], -1), k.reshape(x.shape[0], -1), v.contiguous()
+
+    def _finish(self, h: torch.Tensor) -> torch.Tensor:
+        normed = self.rms_norm(h, self.w.final_norm, self.c.rms_eps)
+        return self._linear(normed, self.w.lm_head).float()  # LogitsProcessor: bf16 lm_head
+
+    def _prefill(self, request: _Request, prompt: list[int]) -> torch.Tensor:
+        """One request's prompt: sglang's prefill kernels, called as the backends call them."""
+        c, n = self.c, len(prompt)
+        ids = torch.tensor(prompt, device=self.device)
+        positions = torch.arange(n, device=self.device)
+        slots = torch.tensor([request.slot], dtype=torch.int32, device=self.device)
+        kv_loc = self.attn.req_to_token[request.slot - 1, :n].long()
+        h = self.w.embed[ids]
+        for layer in self.layers:
+            x = self.rms_norm(h, layer.lw.input_norm, c.rms_eps)
+            if layer.kind == "gdn":
+                qkvz, ba = self._linear(x, layer.qkvz), self._linear(x, layer.ba)
+                mixed, z = qkvz.split([c.qkv_dim, c.gdn_v_dim], dim=-1)
+                b, a = ba.split([c.gdn_v_heads] * 2, dim=-1)
+                core = layer.prefill.prefill(self.state, slots, mixed.contiguous(), a, b)
+                out = self._gdn_out(layer, core, z)
+            else:
+                q, k, v = self._qkv(x, layer, positions)
+                pool, lid = self.attn.token_to_kv_pool, layer.radix.layer_id
+                k = k.view(n, c.attn_kv_heads, c.attn_head_dim)
+                v = v.view(n, c.attn_kv_heads, c.attn_head_dim)
+                pool.get_key_buffer(lid)[kv_loc] = k
+                pool.get_value_buffer(lid)[kv_loc] = v
+                q = q.view(n, c.attn_heads, c.attn_head_dim)
+                o = torch.empty_like(q)
+                zero = torch.zeros(2, dtype=torch.int32, device=self.device)
+                self.attn.extend_attention_fwd(
+                    q, k, v, o, pool.get_key_buffer(lid), pool.get_value_buffer(lid),
+                    torch.tensor([0, n], dtype=torch.int32, device=self.device), zero,
+                    kv_loc, None, True, None, n, 1.0, 1.0, sm_scale=layer.radix.scaling,
+                )  # fmt: skip
+                out = self._linear(o.view(n, -1), layer.w.o)
+            h = h + out
+            h = h + self._mlp(self.rms_norm(h, layer.lw.post_norm, c.rms_eps), layer)
+        return self._finish(h)
+
+    def _gdn_out(self, layer, core: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        c = self.c
+        rows = z.shape[0]
+        normed = layer.norm(
+            core.reshape(-1, c.gdn_head_dim), z.reshape(-1, c.gdn_head_dim).contiguous()
+        )
+        return self._linear(normed.reshape(rows, c.gdn_v_dim), layer.w.out)
+
+    def _batch(self, rows: list[list[int]], phase: str) -> SimpleNamespace:
+        """The forward batch of ``rows`` (one list per request), padded to the graph size."""
+        from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+        width, pad = len(rows[0]), self.bs - self.n
+        dev = self.device
+        lengths = [r.length for r in self.requests]
+        ids = [t for row in rows for t in row] + [0] * (pad * width)
+        positions = [p + j for p in lengths for j in range(width)] + [0] * (pad * width)
+        out_loc = [
+            int(self.attn.req_to_token[i, p + j])
+            for i, p in enumerate(lengths)
+            for j in range(width)
+        ] + [0] * (pad * width)
+        # Decode counts its own token; verify carries the committed lengths. Padded rows
+        # get the Triton backend's CUDA-graph seq_len fill value, 1.
+        own = 1 if phase == "decode" else 0
+        seq_lens = [s + own for s in lengths] + [1] * pad
+        seq = torch.tensor(seq_lens, dtype=torch.int64, device=dev)
+        batch = SimpleNamespace(
+            forward_mode=ForwardMode.DECODE if phase == "decode" else ForwardMode.TARGET_VERIFY,
+            batch_size=self.bs,
+            req_pool_indices=torch.tensor(
+                list(range(self.n)) + [0] * pad, dtype=torch.int64, device=dev
+            ),
+            seq_lens=seq,
+            seq_lens_cpu=seq.cpu(),
+            seq_lens_sum=int(seq.sum()),
+            out_cache_loc=torch.tensor(out_loc, dtype=torch.int64, device=dev),
+            out_cache_loc_is_physical=False,  # ForwardBatch's default
+            positions=torch.tensor(positions, dtype=torch.int64, device=dev),
+            input_ids=torch.tensor(ids, dtype=torch.int64, device=dev),
+            rids=[self.rid]
+            + [f"{self.rid}-companion-{i}" for i in range(1, self.n)]
+            + [None] * pad,
+            kv_loc_plan=None,
+            encoder_lens=None,
+            mamba_track_mask=None,
+            extend_seq_lens=None,
+            extend_start_loc=None,
+            extend_prefix_lens=None,
+            extend_seq_lens_cpu=None,
+            mha_one_shot=False,
+            attn_attend_prefix_cache=False,
+            spec_info=None,
+        )
+        if phase == "verify":
+            batch.spec_info = SimpleNamespace(
+                custom_mask=None, num_tokens_per_req=width, draft_token_num=width
+            )
+        return batch
+
+    def _gdn_metadata(self, batch, width: int):
+        from sglang.srt.layers.attention.mamba.mamba2_metadata import ForwardMetadata
+
+        kwargs = {"is_target_verify": True, "draft_token_num": width} if width > 1 else {}
+        mamba = [r.slot for r in self.requests] + [-1] * (self.bs - self.n)
+        return ForwardMetadata(
+            query_start_loc=torch.arange(
+                0, self.bs * width + 1, width, dtype=torch.int32, device=self.device
+            ),
+            mamba_cache_indices=torch.tensor(mamba, dtype=torch.int32, device=self.device),
+            **kwargs,
+        )
+
+    def _step(self, rows: list[list[int]], phase: str) -> torch.Tensor:
+        """Logits ``[bs, width, vocab]`` of one decode or verify forward of the padded batch."""
+        c, width = self.c, len(rows[0])
+        batch = self._batch(rows, phase)
+        self.attn.init_forward_metadata(batch)
+        self.gdn.forward_metadata = self._gdn_metadata(batch, width)
+        if phase == "verify":
+            self.gdn._use_strided_target_verify_qkv = self.gdn._target_verify_supports_strided_qkv(
+                retrieve_parent_token=None,
+                use_replayssm_fold=False,
+                use_replayssm_spec=False,
+                ssm_dtype=self.ssm_dtype,
+                draft_token_num=width,
+            )
+        h = self.w.embed[batch.input_ids]
+        for layer in self.layers:
+            x = self.rms_norm(h, layer.lw.input_norm, c.rms_eps)
+            out = (
+                self._gdn(layer, x, batch, phase)
+                if layer.kind == "gdn"
+                else self._attention(layer, x, batch, phase)
+            )
+            h = h + out
+            h = h + self._mlp(self.rms_norm(h, layer.lw.post_norm, c.rms_eps), layer)
+        return self._finish(h).view(self.bs, width, -1)
+
+    def _gdn(self, layer, x, batch, phase: str) -> torch.Tensor:
+        from sglang.kernels.ops.attention.triton_gdn_fused_proj import (
+            fused_qkvzba_split_reshape_cat_contiguous,
+        )
+
+        c = self.c
+        qkvz, ba = self._linear(x, layer.qkvz), self._linear(x, layer.ba)
+        if phase == "decode" and self.fused_decode_proj_conv:
+            # The backend runs the fused kernel where can_use_fused_... allows, else unpacks.
+            core, z = self.gdn.forward_decode(layer.radix, batch, mixed_qkv=(qkvz, ba), a=ba, b=ba)
+            return self._gdn_out(layer, core, z)
+        mixed, z, b, a = fused_qkvzba_split_reshape_cat_contiguous(
+            qkvz, ba, c.gdn_k_heads, c.gdn_v_heads, c.gdn_head_dim, c.gdn_head_dim
+        )
+        forward = self.gdn.forward_decode if phase == "decode" else self.gdn.forward_extend
+        core = forward(layer.radix, batch, mixed_qkv=mixed, a=a, b=b)
+        return self._gdn_out(layer, core, z)
+
+    def _attention(self, layer, x, batch, phase: str) -> torch.Tensor:
+        c = self.c
+        q, k, v = self._qkv(x, layer, batch.positions)
+        k = k.view(-1, c.attn_kv_heads, c.attn_head_dim)
+        v = v.view(-1, c.attn_kv_heads, c.attn_head_dim)
+        forward = self.attn.forward_decode if phase == "decode" else self.attn.forward_extend
+        o = forward(q.contiguous(), k.contiguous(), v, layer.radix, batch)
+        return self._linear(o.view(x.shape[0], -1), layer.w.o)

@@ -1,0 +1,74 @@
+"""The two stacks the harness runs the model on, and how a run picks one.
+
+``rowwise`` (``hybrid.HybridModel``): one request; non-GDN math one row at a
+time in plain torch, so it is row-invariant by construction: the control, and
+the CPU default. ``server`` (``server.model.ServerModel``): a padded batch of
+requests through sglang's own backends, one GEMM per linear layer: what a
+server computes in each forward mode, and the CUDA default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gdn_parity.drift.model.hybrid import HybridModel
+    from gdn_parity.drift.model.server.model import ServerModel
+
+STACKS = ("server", "rowwise")
+
+
+def default_stack(device: str) -> str:
+    return "server" if device == "cuda" else "rowwise"
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    stack: str
+    size: str
+    device: str
+    max_len: int
+    ssm_dtype: str = "bfloat16"
+    attention: str = "torch"  # the row-wise stack's full attention
+    deterministic: bool = False  # the server stack's --enable-deterministic-inference
+    exact_parity: bool = False  # the server stack's --gdn-verify-exact-parity
+    requests: int = 5  # the server stack's batch (padded to a CUDA-graph size)
+
+
+def build_stack(spec: StackSpec, rid: str = "req-0") -> HybridModel | ServerModel:
+    import torch
+
+    from gdn_parity.drift.model.config import SIZES
+    from gdn_parity.drift.model.hybrid import HybridModel
+    from gdn_parity.drift.model.kernels import load_kernels
+    from gdn_parity.drift.model.weights import make_weights
+
+    if spec.stack == "rowwise":
+        if spec.deterministic:
+            raise ValueError("deterministic inference needs the server stack (--stack server)")
+        return HybridModel.build(
+            spec.size,
+            spec.device,
+            max_len=spec.max_len,
+            ssm_dtype=spec.ssm_dtype,
+            rid=rid,
+            attention=spec.attention,
+        )
+    if spec.stack != "server":
+        raise ValueError(f"stack must be one of {STACKS}")
+    from gdn_parity.drift.model.server.model import ServerModel
+    from gdn_parity.drift.model.server.numerics import ServerNumerics
+
+    config = SIZES[spec.size]
+    return ServerModel(
+        config,
+        make_weights(config, spec.device),
+        load_kernels(),
+        ServerNumerics(spec.deterministic, spec.exact_parity),
+        device=spec.device,
+        max_len=spec.max_len,
+        requests=spec.requests,
+        ssm_dtype=getattr(torch, spec.ssm_dtype),
+        rid=rid,
+    )
