@@ -30,8 +30,11 @@ import pytest  # noqa: E402
 from gdn_parity.queue.cache import cache_dir  # noqa: E402
 from gdn_parity.queue.series import Series, load_series  # noqa: E402
 from gdn_parity.queue.tree import materialise_tree  # noqa: E402
-from gdn_parity.sandbox import torch_cpu_device, triton_interpreter_fixes  # noqa: E402
-from helpers import torchvision_shim  # noqa: E402
+from gdn_parity.sandbox import (  # noqa: E402
+    torch_cpu_device,
+    torchvision_shim,  # noqa: E402
+    triton_interpreter_fixes,
+)
 
 triton_interpreter_fixes.install()
 torch_cpu_device.install()

@@ -181,3 +181,45 @@ def test_multi_token_conv_update_equals_token_by_token(sglang_tree, state_dtype)
     for t in range(4):
         assert torch.equal(v_out[..., t], d_out[..., t]), f"output, step {t}"
         assert torch.equal(v_win[:, t], d_win[:, t]), f"window, step {t}"
+
+
+def _load_kernel_module(tree, name):
+    """``causal_conv1d_triton`` of ``tree``, beside the importable sglang (its imports are
+    modules the series does not change)."""
+    import importlib.util
+
+    path = tree / "python/sglang/kernels/ops/mamba/causal_conv1d_triton.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_one_token_update_equals_0523_for_fp16_activations_and_a_bf16_state(sglang_tree, series):
+    """Decode (one token per call) is what 0.5.23 computes, for every dtype pair.
+
+    SGLANG_MAMBA_CONV_DTYPE defaults to bfloat16 whatever the model dtype, so an fp16
+    model's decode convolves fp16 tokens against a bf16 window. Patch 0004 rounds a
+    token to the state's dtype only where a later token of the same call reads it;
+    the current token's own term stays fp16, as 0.5.23 computes it. (An earlier
+    version of the patch rounded every token and changed this decode.)
+    """
+    from gdn_parity.drift.run.variants import variant_named, variant_tree
+
+    base = _load_kernel_module(variant_tree(series, variant_named("0.5.23")), "conv_0523")
+    patched = _load_kernel_module(sglang_tree, "conv_patched")
+    gen = torch.Generator().manual_seed(4)
+    batch, dim = 3, 64
+    weight = torch.randn(dim, W, generator=gen).half()
+    x = (torch.randn(batch, dim, generator=gen) * 3).half()
+    state = (torch.randn(batch + 1, dim, W - 1, generator=gen) * 3).bfloat16()
+    indices = torch.tensor([2, 0, 3], dtype=torch.int32)
+    results = []
+    for module in (base, patched):
+        s = state.clone()
+        out = module.causal_conv1d_update(
+            x.clone(), s, weight, None, "silu", conv_state_indices=indices
+        )
+        results.append((out, s))
+    assert torch.equal(results[0][0], results[1][0])
+    assert torch.equal(results[0][1], results[1][1])

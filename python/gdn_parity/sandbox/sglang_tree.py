@@ -15,8 +15,13 @@ from gdn_parity.sandbox.bare_import import import_sglang_from
 def use_tree(tree: Path, device: str) -> None:
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
-        from gdn_parity.sandbox import torch_cpu_device, triton_interpreter_fixes
+        from gdn_parity.sandbox import (
+            torch_cpu_device,
+            torchvision_shim,
+            triton_interpreter_fixes,
+        )
 
         triton_interpreter_fixes.install()
         torch_cpu_device.install()
+        torchvision_shim.install()
     import_sglang_from(tree)

@@ -1,4 +1,4 @@
-"""Test-only: let PyPI's torchvision import beside the CPU build of torch.
+"""Let PyPI's torchvision import beside the CPU build of torch (CPU runs only).
 
 PyPI's torchvision 0.28.0 is built against CUDA torch; beside CPU torch its C
 extension does not load, and its Python side then fails at import with
@@ -6,7 +6,9 @@ extension does not load, and its Python side then fails at import with
 ``torchvision::nms`` and ``torchvision::qnms``. sglang's config package imports
 torchvision (image transforms), so server-argument resolution needs it. Defining
 the two operator schemas (as torchvision's C++ declares them) before the import
-is enough; no torchvision operator is ever run by these tests.
+is enough; no torchvision operator is ever run here. The test bed installs it,
+and so does ``sglang_tree.use_tree`` on CPU (the server stack imports sglang's
+backends, which import the configs).
 """
 
 from __future__ import annotations
