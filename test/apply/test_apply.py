@@ -22,6 +22,7 @@ from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.base import base_repo, fetch_wheel
 from gdn_parity.queue.changes import series_changes
 from gdn_parity.queue.git import git_out
+from helpers.cli import assert_refused
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int]]:
@@ -150,6 +151,46 @@ def test_cli_site_packages_apply_status_revert(installed_site, tmp_path, run_cli
     assert again.returncode == 2 and "already applied" in again.stderr
     assert cli("apply", "--site-packages", "--revert").returncode == 0
     assert snapshot(site) == before
+
+
+def test_cli_refusal_names_just_the_one_modified_file(installed_site, changes, tmp_path, run_cli):
+    site = tmp_path / "site"
+    shutil.copytree(installed_site, site, symlinks=True)
+    touched = next(c for c in changes if c.in_package and c.before is not None)
+    path = site / "sglang" / touched.package_path
+    path.write_bytes(path.read_bytes() + b"# local fix\n")
+    before = snapshot(site)
+    proc = run_cli("apply", str(site / "sglang"))
+    assert_refused(proc, f"differ from sglang 0.5.23: {touched.package_path}: matches neither")
+    assert proc.stderr.count(": matches neither") == 1 and "bytes" not in proc.stderr
+    status = run_cli("status", str(site / "sglang"))
+    assert status.returncode == 0
+    assert status.stdout.splitlines()[1:] == [
+        f"  {touched.package_path}: matches neither the base nor the series"
+    ]
+    assert snapshot(site) == before
+
+
+def test_cli_python_targets_another_environments_sglang(installed_site, tmp_path, run_cli):
+    """gdn-parity runs in its own venv; --python names the server's, whose sglang it patches."""
+    venv = tmp_path / "server-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    shutil.copytree(installed_site / "sglang", Path(purelib) / "sglang", symlinks=True)
+    package = Path(purelib) / "sglang"
+    before = snapshot(package)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    assert f"{package}: unpatched" in run_cli("status", "--python", str(python), env=env).stdout
+    applied = run_cli("apply", "--python", str(python), env=env)
+    assert applied.returncode == 0, applied.stderr
+    assert f"in {package}" in applied.stdout
+    assert f"{package}: patched" in run_cli("status", "--python", str(python), env=env).stdout
+    assert run_cli("apply", "--python", str(python), "--revert", env=env).returncode == 0
+    assert snapshot(package) == before
 
 
 # --- git checkouts -----------------------------------------------------------

@@ -218,6 +218,10 @@ def _hang(handler):
     threading.Event().wait(5)
 
 
+def _close(handler):
+    handler.close_connection = True  # no status line, no body
+
+
 @pytest.mark.parametrize(
     "respond,message",
     [
@@ -228,8 +232,9 @@ def _hang(handler):
         (_reply(200, b"<html>"), "answered with something that is not JSON"),
         (_reply(200, b'{"text": "hi"}'), "answered without output_ids (got ['text'])"),
         (_hang, "did not answer within 1 s"),
+        (_close, "closed the connection without an answer"),
     ],
-    ids=["http-error", "not-json", "no-output-ids", "timeout"],
+    ids=["http-error", "not-json", "no-output-ids", "timeout", "closed"],
 )
 def test_a_bad_server_gets_a_clear_error(respond, message, run_cli):
     with _stub(respond) as url, _stub(_outputs([1])) as good:

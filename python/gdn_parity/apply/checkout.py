@@ -30,8 +30,16 @@ class CheckoutTarget:
     path: Path
     series: Series
 
+    def check(self) -> None:
+        """The directory is the top of a git checkout of sglang."""
+        if not is_git_repo(self.path):
+            raise GdnParityError(f"{self.path} is not the top of a git checkout")
+        if not (self.path / "python" / "sglang").is_dir():
+            raise GdnParityError(f"{self.path} has no python/sglang/: not an sglang checkout")
+
     def status(self, changes: list[FileChange]) -> Status:
         """From the files at HEAD."""
+        self.check()
         return file_status(
             changes,
             lambda c: _blob_at_head(self.path, c.path),
@@ -42,10 +50,7 @@ class CheckoutTarget:
     def apply(self, changes: list[FileChange]) -> Done:
         """``git am`` the series onto the checkout."""
         checkout, series = self.path, self.series
-        if not is_git_repo(checkout):
-            raise GdnParityError(f"{checkout} is not the top of a git checkout")
-        if not (checkout / "python" / "sglang").is_dir():
-            raise GdnParityError(f"{checkout} has no python/sglang/: not an sglang checkout")
+        self.check()
         if git_out(checkout, "status", "--porcelain", "--untracked-files=no"):
             raise GdnParityError(f"{checkout} has uncommitted changes: commit or stash them first")
         require(

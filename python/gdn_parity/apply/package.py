@@ -12,6 +12,7 @@ import json
 import os
 import re
 import stat
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +33,43 @@ def site_packages_sglang() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+# Run by another interpreter: where its ``import sglang`` would come from (without importing it).
+_FIND_SGLANG = """
+import importlib.util
+spec = importlib.util.find_spec("sglang")
+if spec is not None and spec.submodule_search_locations:
+    print(next(iter(spec.submodule_search_locations)))
+"""
+
+
+def python_sglang(python: Path) -> Path:
+    """The ``sglang`` package directory of another interpreter (e.g. a server's venv)."""
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", _FIND_SGLANG],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd="/",  # not the caller's directory: only what that Python has installed
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GdnParityError(f"cannot run {python} as a Python interpreter ({exc})") from exc
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise GdnParityError(f"{python} failed to look for sglang: {last}")
+    found = proc.stdout.strip()
+    if not found:
+        raise GdnParityError(f"no sglang package is installed for {python}")
+    return Path(found)
+
+
 def package_version(target: Path) -> str:
     path = target / "_version.py"
     if not path.is_file():
-        raise GdnParityError(f"{target} is not an installed sglang package (no _version.py)")
+        raise GdnParityError(
+            f"{target} is not an installed sglang package (no _version.py); "
+            "for a git checkout, name its top directory"
+        )
     match = _VERSION_RE.search(path.read_text())
     if not match:
         raise GdnParityError(f"cannot read the sglang version from {path}")
@@ -95,24 +129,25 @@ class PackageTarget:
         path = self.path / change.package_path
         return path.read_bytes() if path.is_file() else None
 
+    def check(self) -> None:
+        """The directory is an installed sglang of the series' version."""
+        version = self.series.version
+        found = package_version(self.path)
+        if found != version:
+            raise GdnParityError(
+                f"{self.path} is sglang {found}; the series is for sglang {version}"
+            )
+
     def status(self, changes: list[FileChange]) -> Status:
         """Compare every touched file with its base and patched bytes, and the manifest."""
-        pkg = [c for c in changes if c.in_package]
-        status = file_status(
-            pkg,
+        self.check()
+        return file_status(
+            [c for c in changes if c.in_package],
             self._current,
             lambda c: c.package_path,
             "the base nor the series",
             applied=(self.path / MANIFEST).exists(),
         )
-        if status.state is not State.MODIFIED:
-            return status
-        kept = [
-            f"{c.package_path}: {'base' if data == c.before else 'patched'} bytes"
-            for c in pkg
-            if (data := self._current(c)) in (c.before, c.after)
-        ]
-        return Status(State.MODIFIED, status.details + kept)
 
     def _write(self, changes: list[FileChange], wanted: dict[str, bytes | None]) -> int:
         """Make ``wanted`` (package path -> bytes; None: absent) true, after the write check."""
@@ -123,11 +158,6 @@ class PackageTarget:
 
     def apply(self, changes: list[FileChange]) -> Done:
         version = self.series.version
-        found = package_version(self.path)
-        if found != version:
-            raise GdnParityError(
-                f"{self.path} is sglang {found}; the series is for sglang {version}"
-            )
         require(
             self.status(changes),
             State.UNPATCHED,

@@ -42,6 +42,9 @@ class Done:
 class Target(Protocol):
     path: Path
 
+    def check(self) -> None:
+        """Refuse a path the series cannot apply to (what ``status`` and ``apply`` both check)."""
+
     def status(self, changes: list[FileChange]) -> Status:
         """The target's state against the series' changes."""
 
@@ -55,8 +58,8 @@ class Target(Protocol):
 def require(status: Status, wanted: State, refusals: dict[State, str]) -> None:
     """Raise the refusal for ``status``'s state (with its details) unless it is ``wanted``."""
     if status.state is not wanted:
-        details = "".join(f"\n  {line}" for line in status.details)
-        raise GdnParityError(refusals[status.state] + (":" + details if details else ""))
+        details = "; ".join(status.details)
+        raise GdnParityError(refusals[status.state] + (": " + details if details else ""))
 
 
 def file_status(
@@ -86,10 +89,19 @@ def file_status(
 
 
 def open_target(path: Path, series: Series) -> Target:
-    """A git checkout's top level is a checkout; any other directory an installed package."""
+    """A git checkout's top level is a checkout; any other directory an installed package.
+
+    The target is checked (``Target.check``) before it is returned.
+    """
     from gdn_parity.apply.checkout import CheckoutTarget
     from gdn_parity.apply.package import PackageTarget
 
-    if is_git_repo(path):
-        return CheckoutTarget(path, series)
-    return PackageTarget(path, series)
+    if not path.exists():
+        raise GdnParityError(f"{path} does not exist")
+    if not path.is_dir():
+        raise GdnParityError(f"{path} is not a directory: name an sglang checkout or package")
+    target: Target = (
+        CheckoutTarget(path, series) if is_git_repo(path) else PackageTarget(path, series)
+    )
+    target.check()
+    return target

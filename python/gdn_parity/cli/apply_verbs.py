@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gdn_parity.apply.package import site_packages_sglang
+from gdn_parity.apply.package import python_sglang, site_packages_sglang
 from gdn_parity.apply.target import Target, open_target
+from gdn_parity.cli.options import series_of
 from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.changes import FileChange, series_changes
@@ -15,10 +16,13 @@ from gdn_parity.queue.tree import materialise_tree
 
 
 def _target(args: argparse.Namespace, series: Series) -> Target:
+    """The checked target: a path, this Python's sglang, or another Python's sglang."""
     if args.site_packages:
         return open_target(site_packages_sglang(), series)
+    if args.python:
+        return open_target(python_sglang(Path(args.python)), series)
     if args.target is None:
-        raise GdnParityError("name a TARGET or pass --site-packages")
+        raise GdnParityError("name a TARGET, or pass --python /path/to/venv/bin/python")
     return open_target(Path(args.target).resolve(), series)
 
 
@@ -27,7 +31,8 @@ def _changes(series: Series) -> list[FileChange]:
     return series_changes(materialise_tree(series, cache_dir() / "apply-tree"))
 
 
-def cmd_apply(args: argparse.Namespace, series: Series) -> int:
+def cmd_apply(args: argparse.Namespace) -> int:
+    series = series_of(args)
     target = _target(args, series)
     changes = _changes(series)
     done = target.revert(changes) if args.revert else target.apply(changes)
@@ -35,7 +40,8 @@ def cmd_apply(args: argparse.Namespace, series: Series) -> int:
     return 0
 
 
-def cmd_status(args: argparse.Namespace, series: Series) -> int:
+def cmd_status(args: argparse.Namespace) -> int:
+    series = series_of(args)
     target = _target(args, series)
     status = target.status(_changes(series))
     print(f"{target.path}: {status.state.value}")
@@ -49,10 +55,32 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         ("apply", cmd_apply, "apply the series to a checkout or an installed package"),
         ("status", cmd_status, "say whether a target has the series applied"),
     ):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("target", nargs="?", help="sglang git checkout or sglang package directory")
-        p.add_argument(
-            "--site-packages", action="store_true", help="this Python's installed sglang"
+        p = sub.add_parser(
+            name,
+            help=text,
+            description=text[0].upper() + text[1:] + ". The target is an sglang git "
+            "checkout (its top directory), an installed sglang package directory, or the "
+            "sglang that an interpreter imports (--python, --site-packages). "
+            + (
+                "Everything is checked before anything is written; all or nothing."
+                if name == "apply"
+                else "Prints unpatched, patched or modified (naming the files that hold "
+                "neither the base's nor the series' bytes)."
+            ),
+        )
+        where = p.add_mutually_exclusive_group()
+        where.add_argument(
+            "target", nargs="?", help="sglang git checkout or sglang package directory"
+        )
+        where.add_argument(
+            "--python",
+            metavar="PYTHON",
+            help="the sglang that this interpreter imports, e.g. /path/to/venv/bin/python",
+        )
+        where.add_argument(
+            "--site-packages",
+            action="store_true",
+            help="the sglang of the Python that runs gdn-parity",
         )
         if name == "apply":
             p.add_argument("--revert", action="store_true", help="restore the package's base bytes")

@@ -1,18 +1,24 @@
-"""Verbs that debug drift against real servers and their traces: ``trace-diff`` and ``repro``."""
+"""Verbs that debug drift against real servers and their traces: ``trace-diff`` and ``repro``.
+
+Neither needs the series.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
+from gdn_parity.cli.options import positive_int
 from gdn_parity.debug.issue35150 import MAX_NEW_TOKENS
 from gdn_parity.errors import GdnParityError
-from gdn_parity.queue.series import Series
 
 
-def cmd_trace_diff(args: argparse.Namespace, series: Series) -> int:
+def cmd_trace_diff(args: argparse.Namespace) -> int:
     from gdn_parity.debug.trace_diff import diff_traces, read_trace, report
 
+    if args.context < 0:
+        raise GdnParityError("--context must be at least 0")
     base, spec = read_trace(Path(args.base)), read_trace(Path(args.spec))
     diff = diff_traces(base, spec, args.rid)
     if not diff.compared:
@@ -22,11 +28,14 @@ def cmd_trace_diff(args: argparse.Namespace, series: Series) -> int:
     return 1 if diff.first is not None else 0
 
 
-def cmd_repro(args: argparse.Namespace, series: Series) -> int:
+def cmd_repro(args: argparse.Namespace) -> int:
     from gdn_parity.debug.repro import load_input_ids, report, run_repro
+    from gdn_parity.debug.sglang_client import check_base_url
 
-    if args.max_new_tokens < 1 or args.repeats < 1 or args.timeout <= 0:
-        raise GdnParityError("--max-new-tokens and --repeats must be >= 1, --timeout > 0")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise GdnParityError("--timeout must be a positive number of seconds")
+    check_base_url(args.base_url)
+    check_base_url(args.spec_url)
     ids = load_input_ids(Path(args.input_ids) if args.input_ids else None)
     repro = run_repro(
         args.base_url, args.spec_url, ids, args.max_new_tokens, args.repeats, args.timeout, args.rid
@@ -41,8 +50,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "trace-diff",
         help="the first (position, layer, checkpoint) where two GDN state traces differ",
         description="Compare a speculative run's GDN state trace (SGLANG_GDN_STATE_TRACE or "
-        "gdn-parity demo --trace) with a Base run's. Exit status 1 when a state differs, "
-        "0 when every compared state is bitwise equal, 2 on bad input.",
+        "gdn-parity demo --trace; plain or gzip-compressed JSONL) with a Base run's. Exit "
+        "status 1 when a state differs, 0 when every compared state is bitwise equal, 2 on "
+        "bad input.",
     )
     p.add_argument("base", help="the Base run's trace (JSONL)")
     p.add_argument("spec", help="the speculative run's trace (JSONL)")
@@ -60,8 +70,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base-url", required=True, help="the Base server, e.g. http://host:30000")
     p.add_argument("--spec-url", required=True, help="the speculative server")
     p.add_argument("--input-ids", help="a file of input ids (JSON list or comma-separated)")
-    p.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
-    p.add_argument("--repeats", type=int, default=1, help="send the request this many times")
+    p.add_argument(
+        "--max-new-tokens",
+        type=positive_int,
+        default=MAX_NEW_TOKENS,
+        help=f"({MAX_NEW_TOKENS}, the issue's)",
+    )
+    p.add_argument(
+        "--repeats", type=positive_int, default=1, help="send the request this many times (1)"
+    )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (600)")
     p.add_argument("--rid", default="gdn-parity-repro", help="request id prefix (same on both)")
     p.set_defaults(func=cmd_repro)

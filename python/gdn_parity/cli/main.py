@@ -1,26 +1,43 @@
-"""The ``gdn-parity`` command line: the parser of every verb, and the exit codes.
+"""gdn-parity: apply, prove and debug lossless speculative decoding on hybrid GDN models in SGLang.
 
-Exit status: 0 success, 1 "diverged / parity broken" (the verb says so), 2 a
-``GdnParityError`` (bad input or a failure the message explains).
+Exit status: 0 success, 1 "diverged / parity broken" (the verb says so), 2 bad
+input or a failure the one-line message explains (nothing was changed), 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from gdn_parity import __version__
 from gdn_parity.cli import apply_verbs, debug_verbs, drift_verbs, queue_verbs
 from gdn_parity.errors import GdnParityError
-from gdn_parity.queue.series import load_series
 
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error on one line (argparse's own exit status 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gdn-parity", description=__doc__.splitlines()[0])
-    parser.add_argument("--patches", help="the patches/ directory (default: this checkout's)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(
+        prog="gdn-parity",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1].replace("\n", " "),
+    )
+    parser.add_argument("--version", action="version", version=f"gdn-parity {__version__}")
+    parser.add_argument(
+        "--patches",
+        help="the patches/ directory of the series (default: the series this install ships, "
+        "or the checkout's patches/)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="VERB")
     queue_verbs.add_parsers(sub)
     apply_verbs.add_parsers(sub)
     drift_verbs.add_parsers(sub)
@@ -29,11 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(message: str) -> int:
+    print(f"gdn-parity: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        series = load_series(Path(args.patches) if args.patches else None)
-        return args.func(args, series)
+        args = build_parser().parse_args(argv)
+        return args.func(args)
     except GdnParityError as exc:
-        print(f"gdn-parity: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return _error(str(exc))
+    except KeyboardInterrupt:
+        print("gdn-parity: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _error(f"{where}{exc.strerror or exc}")

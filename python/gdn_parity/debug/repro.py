@@ -29,10 +29,18 @@ def load_input_ids(path: Path | None) -> list[int]:
         text = path.read_text()
     except OSError as exc:
         raise GdnParityError(f"cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise GdnParityError(f"{path} is not a text file of token ids") from exc
     try:
-        ids = json.loads(text) if text.lstrip().startswith("[") else text.replace(",", " ").split()
-        ids = [int(i) for i in ids]
-    except (ValueError, TypeError) as exc:
+        if text.lstrip().startswith("["):
+            ids = json.loads(text)
+            if not isinstance(ids, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in ids
+            ):
+                raise ValueError("not a JSON list of integers")
+        else:
+            ids = [int(i) for i in text.replace(",", " ").split()]
+    except ValueError as exc:
         raise GdnParityError(f"{path} is not a list of token ids") from exc
     if not ids or any(i < 0 for i in ids):
         raise GdnParityError(f"{path} holds no token ids, or negative ones")

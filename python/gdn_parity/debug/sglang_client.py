@@ -9,9 +9,11 @@ only, so it runs next to any server.
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +59,17 @@ class Generation:
         return {k: self.meta_info[k] for k in SPEC_METRICS if k in self.meta_info}
 
 
+def check_base_url(base_url: str) -> None:
+    """Refuse anything that is not ``http(s)://host[:port]``, before any request is sent."""
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        parts.port  # noqa: B018 (parses the port: ValueError when it is not one)
+    except ValueError as exc:
+        raise GdnParityError(f"{base_url!r} is not a valid URL ({exc})") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise GdnParityError(f"{base_url!r} is not an http(s) URL such as http://host:30000")
+
+
 def generate(base_url: str, payload: dict, timeout: float) -> Generation:
     """POST ``payload`` to ``base_url/generate``; a clear error for every way it can fail."""
     url = base_url.rstrip("/") + "/generate"
@@ -78,6 +91,8 @@ def generate(base_url: str, payload: dict, timeout: float) -> Generation:
         raise GdnParityError(f"{url} is unreachable: {exc.reason}") from exc
     except TimeoutError as exc:
         raise GdnParityError(f"{url} did not answer within {timeout:g} s") from exc
+    except (http.client.HTTPException, OSError) as exc:
+        raise GdnParityError(f"{url} closed the connection without an answer ({exc})") from exc
     try:
         answer = json.loads(body)
     except json.JSONDecodeError as exc:

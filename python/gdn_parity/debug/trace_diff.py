@@ -14,6 +14,7 @@ and is skipped.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -46,16 +47,57 @@ class Trace:
         )
 
 
+_STATE_KEYS = ("rid", "pos", "layer", "checkpoint", "ssm", "conv")
+
+
+def _state_problem(record: dict) -> str | None:
+    """What makes a ``state`` record unusable, or None."""
+    missing = [key for key in _STATE_KEYS if key not in record]
+    if missing:
+        return f"lacks {missing}"
+    if record["checkpoint"] not in ORDER:
+        return f"has an unknown checkpoint {record['checkpoint']!r}"
+    if not all(isinstance(record[k], dict) and "sha256" in record[k] for k in ("ssm", "conv")):
+        return "has no ssm/conv sha256"
+    needs = {"verify_step": {"step", "token", "token_pos"}, "verify_input": {"token", "token_pos"}}
+    wanted = needs.get(record["checkpoint"], set()) | (
+        {"token_pos"} if "token" in record else set()
+    )
+    if not wanted <= set(record):
+        return f"is a {record['checkpoint']} record without {sorted(wanted - set(record))}"
+    return None
+
+
 def read_trace(path: Path) -> Trace:
-    """Parse a trace file; a clear error for anything that is not one."""
+    """Parse a trace file (plain or gzip-compressed); a clear error for anything that is not one."""
     try:
-        lines = path.read_text().splitlines()
+        data = path.read_bytes()
     except OSError as exc:
         raise GdnParityError(f"cannot read {path}: {exc.strerror}") from exc
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise GdnParityError(f"{path} is a damaged or truncated gzip file ({exc})") from exc
     try:
-        parsed = [json.loads(line) for line in lines if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise GdnParityError(f"{path}: line {exc.lineno} is not JSON") from exc
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise GdnParityError(f"{path} is not a text file, so not a GDN state trace") from exc
+    parsed = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            last = number == len(lines)
+            why = " (the last line: is the file truncated, or still being written?)" if last else ""
+            raise GdnParityError(f"{path}: line {number} is not JSON{why}") from None
+        if not isinstance(record, dict):
+            raise GdnParityError(f"{path}: line {number} is not a JSON object")
+        if parsed and record.get("type") == "state" and (problem := _state_problem(record)):
+            raise GdnParityError(f"{path}: line {number} {problem}")
+        parsed.append(record)
     if not parsed or parsed[0].get("type") != "header" or parsed[0].get("format") != TRACE_FORMAT:
         raise GdnParityError(f"{path} is not a GDN state trace (no {TRACE_FORMAT} header line)")
     if parsed[0].get("version") != 1:

@@ -17,6 +17,7 @@ import json
 import threading
 import time
 import uuid
+import warnings
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from gdn_parity.drift.run.modes import Mode, ModeKind
 from gdn_parity.drift.run.variants import Variant
+from gdn_parity.errors import GdnParityError
 
 if TYPE_CHECKING:
     from gdn_parity.drift.model.hybrid import HybridModel
@@ -171,10 +173,20 @@ class ServerPlan:
     trace_dir: Path | None
 
 
-def run_server(plan: ServerPlan, host: str, port: int) -> None:
-    """Build the model on the variant's kernels and serve ``/generate`` until killed."""
+def listen(host: str, port: int) -> ThreadingHTTPServer:
+    """Take the port first, so that a port in use fails before any tree or model is built."""
+    try:
+        return ThreadingHTTPServer((host, port), BaseHTTPRequestHandler)
+    except OSError as exc:
+        raise GdnParityError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+
+def run_server(plan: ServerPlan, server: ThreadingHTTPServer) -> None:
+    """Build the model on the variant's kernels; serve ``/generate`` on ``server`` until killed."""
     from gdn_parity.sandbox.sglang_tree import use_tree
 
+    # fla's notice that it fell back to CPU: expected here, and nothing the user can act on.
+    warnings.filterwarnings("ignore", message="Triton is not supported on current platform")
     use_tree(plan.tree, plan.device)
     import sglang.api.v1.api_types as contract
 
@@ -189,6 +201,8 @@ def run_server(plan: ServerPlan, host: str, port: int) -> None:
         flags = {"variant": plan.variant.name, "mode": plan.mode.label}
         model.start_trace(str(plan.trace_dir / "gdn_state_trace.tp0.pp0.jsonl"), plan.size, flags)
     engine = Engine(model, plan.mode, plan.variant.exact_parity, contract, threading.Lock())
-    server = ThreadingHTTPServer((host, port), _handler(engine))
-    print(f"gdn-parity harness-server listening on http://{host}:{server.server_port}", flush=True)
-    server.serve_forever()
+    server.RequestHandlerClass = _handler(engine)
+    host, port = server.server_address[:2]
+    print(f"gdn-parity harness-server listening on http://{host}:{port}", flush=True)
+    with server:
+        server.serve_forever()

@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
+from gdn_parity.notes import note
 from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.git import FIXED_DATE, git, git_out, is_git_repo
 from gdn_parity.queue.series import Series
@@ -37,6 +38,7 @@ def fetch_wheel(series: Series) -> Path:
     wheels.mkdir(exist_ok=True)
     wheel = wheels / series.wheel_name
     if not wheel.is_file():
+        note(f"downloading {series.base} ({series.wheel_name}) into {wheels}, once")
         with tempfile.TemporaryDirectory(dir=wheels) as tmp:
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps"]
             cmd += ["--only-binary=:all:", "--dest", tmp, series.base]
@@ -94,6 +96,7 @@ def base_repo(series: Series) -> Path:
             return root
         shutil.rmtree(root)
     wheel = fetch_wheel(series)
+    note(f"laying out {wheel.name} as upstream's python/sglang/ in {root}, once")
     tmp = Path(tempfile.mkdtemp(prefix="base-", dir=cache_dir()))
     try:
         _extract_package(wheel, tmp)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.base import BASE_BRANCH
-from gdn_parity.queue.git import git, git_out, is_clean
+from gdn_parity.queue.git import git, git_out, is_clean, is_git_repo
 from gdn_parity.queue.series import SERIES_FILE, Series
 from gdn_parity.queue.tree import materialise_tree
 
@@ -32,6 +32,8 @@ FORMAT_PATCH_ARGS = (
 
 def export_series(series: Series, tree: Path, out_dir: Path) -> list[str]:
     """Write one patch per commit in ``base..HEAD`` of ``tree`` and a new series file."""
+    if not is_git_repo(tree):
+        raise GdnParityError(f"{tree} is not a git tree: make one with `gdn-parity tree DIR`")
     if not is_clean(tree):
         raise GdnParityError(f"{tree} has uncommitted changes: commit them first")
     if git_out(tree, "merge-base", BASE_BRANCH, "HEAD") != series.base_commit:

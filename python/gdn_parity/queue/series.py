@@ -23,11 +23,21 @@ _KEYS = ("base", "base-wheel", "base-wheel-sha256", "base-commit")
 _HEADER = "# gdn-parity patch series for SGLang. Regenerate with `gdn-parity export`."
 
 
+def packaged_patches_dir() -> Path:
+    """The copy of ``patches/`` a wheel ships (``setup.py`` makes it at build time)."""
+    return Path(__file__).resolve().parents[1] / "_patches"
+
+
 def default_patches_dir() -> Path:
-    """``$GDN_PARITY_PATCHES``, else the ``patches/`` beside ``python/`` in this checkout."""
+    """``$GDN_PARITY_PATCHES``; else the series an installed wheel ships; else the checkout's.
+
+    An editable install ships no copy, so it reads ``patches/`` beside ``python/``.
+    """
     env = os.environ.get("GDN_PARITY_PATCHES")
     if env:
         return Path(env)
+    if (packaged_patches_dir() / SERIES_FILE).is_file():
+        return packaged_patches_dir()
     return Path(__file__).resolve().parents[3] / "patches"
 
 
@@ -85,7 +95,9 @@ def load_series(directory: Path | None = None) -> Series:
     directory = (directory or default_patches_dir()).resolve()
     path = directory / SERIES_FILE
     if not path.is_file():
-        raise GdnParityError(f"no series file at {path}")
+        raise GdnParityError(
+            f"no series file at {path}: pass --patches DIR or set GDN_PARITY_PATCHES"
+        )
     meta: dict[str, str] = {}
     patches: list[str] = []
     for raw in path.read_text().splitlines():

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
+from gdn_parity.notes import note
 from gdn_parity.queue.base import BASE_BRANCH, base_repo
 from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.git import FIXED_DATE, git, git_out, is_clean, is_git_repo
@@ -71,6 +72,8 @@ def _failed_hunks(patch: Path, am_output: str) -> list[str]:
 def materialise_tree(series: Series, directory: Path | None = None) -> Path:
     """Make ``directory`` hold base + series; do nothing when it already does."""
     directory = (directory or default_tree_dir()).resolve()
+    if directory.exists() and not directory.is_dir():
+        raise GdnParityError(f"{directory} is a file, not a directory for the tree")
     digest = series.digest()
     if is_git_repo(directory):
         head = git_out(directory, "rev-parse", "HEAD")
@@ -107,6 +110,7 @@ def materialise_tree(series: Series, directory: Path | None = None) -> Path:
         )
         git(directory, "checkout", "--quiet", "-B", TREE_BRANCH)
         git(directory, "config", DIGEST_KEY, "")
+    note(f"applying {len(series.patches)} patch(es) in {directory}")
     try:
         _apply_series(directory, series)
     except GdnParityError:

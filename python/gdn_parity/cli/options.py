@@ -1,0 +1,82 @@
+"""What several verbs share: the series (loaded only by verbs that need it) and typed values."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+from gdn_parity.errors import GdnParityError
+from gdn_parity.queue.series import Series, load_series
+
+
+def series_of(args: argparse.Namespace) -> Series:
+    """The series named by ``--patches``, or the default one."""
+    return load_series(Path(args.patches) if args.patches else None)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not in 0-65535")
+    return value
+
+
+def int_list(text: str) -> list[int]:
+    """``1,2,3``: every item an integer, no empty item."""
+    items = text.split(",")
+    try:
+        return [int(x) for x in items]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of integers, e.g. 1,2,3"
+        ) from None
+
+
+def float_list(text: str) -> list[float]:
+    """``0.5,0.9``: every item a number, no empty item."""
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of numbers, e.g. 0.5,0.9"
+        ) from None
+
+
+def writable_dir(path: Path, option: str) -> None:
+    """Refuse, before any work, a directory that exists as something else or cannot be written.
+
+    Nothing is left behind: the verb makes the directory when it has something to write.
+    The test is the real thing (make it, or a file in it, and remove it again), because
+    permission bits say nothing for root or on special file systems.
+    """
+    if path.exists() and not path.is_dir():
+        raise GdnParityError(f"{option} {path} exists and is not a directory")
+    first_missing = None
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            break
+        first_missing = candidate
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise GdnParityError(f"{option} {path} cannot be written: {exc.strerror or exc}") from exc
+    finally:
+        if first_missing is not None:
+            shutil.rmtree(first_missing, ignore_errors=True)

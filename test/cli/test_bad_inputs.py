@@ -1,0 +1,360 @@
+"""Every verb refuses bad input with one line on stderr, exit status 2, and changes nothing.
+
+Exit status 1 is reserved for "diverged / parity broken", so no input error may use it.
+None of these needs a materialised tree: each check comes before any work.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from helpers.cli import assert_refused
+
+HEADER = {"type": "header", "format": "sglang-gdn-state-trace", "version": 1}
+DIGEST = {"sha256": "s", "dtype": "bfloat16", "shape": [1], "absmax": 1.0, "l2": 1.0}
+
+
+def _record(pos: int, **extra) -> dict:
+    return {"type": "state", "checkpoint": "decode_input", "rid": "r", "pos": pos, "layer": 0,
+            "ssm": DIGEST, "conv": DIGEST, "token": 1, "token_pos": pos, **extra}  # fmt: skip
+
+
+def _trace_text(records: int = 70) -> str:
+    return "\n".join(json.dumps(r) for r in [HEADER, *map(_record, range(records))]) + "\n"
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def good_trace(tmp_path) -> Path:
+    path = tmp_path / "good.jsonl"
+    path.write_text(_trace_text())
+    return path
+
+
+# --- trace-diff ---------------------------------------------------------------
+
+
+def _bad_trace(tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / f"{kind}.jsonl"
+    text = _trace_text()
+    if kind == "binary":
+        path.write_bytes(bytes(range(256)) * 4)
+    elif kind == "truncated":
+        path.write_text(text[: text.rindex("}") - 3])  # the last (71st) line cut short
+    elif kind == "broken-line-63":
+        lines = text.splitlines()
+        lines[62] = lines[62][:20]
+        path.write_text("\n".join(lines) + "\n")
+    elif kind == "damaged-gzip":
+        path.write_bytes(gzip.compress(text.encode())[:40])
+    elif kind == "empty":
+        path.write_text("")
+    elif kind == "not-an-object":
+        path.write_text(json.dumps(HEADER) + "\n[1, 2]\n")
+    elif kind == "record-without-keys":
+        path.write_text(json.dumps(HEADER) + '\n{"type": "state", "pos": 1}\n')
+    elif kind == "unknown-checkpoint":
+        path.write_text(json.dumps(HEADER) + "\n" + json.dumps(_record(1, checkpoint="x")) + "\n")
+    elif kind == "verify-step-without-step":
+        record = _record(1, checkpoint="verify_step")
+        path.write_text(json.dumps(HEADER) + "\n" + json.dumps(record) + "\n")
+    elif kind == "a-directory":
+        path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize(
+    "kind,message",
+    [
+        ("binary", "is not a text file"),
+        ("truncated", "line 71 is not JSON (the last line: is the file truncated"),
+        ("broken-line-63", "line 63 is not JSON"),
+        ("damaged-gzip", "is a damaged or truncated gzip file"),
+        ("empty", "is not a GDN state trace"),
+        ("not-an-object", "line 2 is not a JSON object"),
+        ("record-without-keys", "line 2 lacks"),
+        ("unknown-checkpoint", "line 2 has an unknown checkpoint 'x'"),
+        ("verify-step-without-step", "line 2 is a verify_step record without ['step']"),
+        ("a-directory", "cannot read"),
+        ("missing", "cannot read"),
+    ],
+)
+def test_trace_diff_refuses_a_file_that_is_not_a_trace(
+    kind, message, tmp_path, good_trace, run_cli
+):
+    bad = _bad_trace(tmp_path, kind)
+    assert_refused(run_cli("trace-diff", str(good_trace), str(bad)), f"{bad}")
+    assert_refused(run_cli("trace-diff", str(bad), str(good_trace)), message)
+
+
+def test_trace_diff_reads_a_gzipped_trace(tmp_path, good_trace, run_cli):
+    gz = tmp_path / "good.jsonl.gz"
+    gz.write_bytes(gzip.compress(good_trace.read_bytes()))
+    proc = run_cli("trace-diff", str(gz), str(good_trace))
+    assert proc.returncode == 0, proc.stderr
+    assert "no divergence" in proc.stdout
+
+
+def test_trace_diff_refuses_a_negative_context(good_trace, run_cli):
+    proc = run_cli("trace-diff", str(good_trace), str(good_trace), "--context", "-1")
+    assert_refused(proc, "--context must be at least 0")
+
+
+# --- repro --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url,message",
+    [
+        ("notaurl", "'notaurl' is not an http(s) URL"),
+        ("http://[::1", "'http://[::1' is not a valid URL"),
+        ("http://host:99999", "is not a valid URL"),
+        ("http://host:port", "is not a valid URL"),
+        ("ftp://host", "is not an http(s) URL"),
+        ("http://", "is not an http(s) URL"),
+    ],
+)
+def test_repro_refuses_a_url_that_is_not_one(url, message, run_cli):
+    assert_refused(run_cli("repro", "--base-url", url, "--spec-url", "http://h:1"), message)
+    assert_refused(run_cli("repro", "--base-url", "http://h:1", "--spec-url", url), message)
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (bytes(range(256)), "is not a text file of token ids"),
+        (b"[1, 2", "is not a list of token ids"),
+        (b"[1.5, 2]", "is not a list of token ids"),
+        (b'[1, "2"]', "is not a list of token ids"),
+        (b"[true]", "is not a list of token ids"),
+        (b"1, 2, x", "is not a list of token ids"),
+        (b"", "holds no token ids"),
+        (b"1, -2", "holds no token ids, or negative ones"),
+        (None, "cannot read"),
+    ],
+)
+def test_repro_refuses_input_ids_that_are_not_token_ids(content, message, tmp_path, run_cli):
+    path = tmp_path / "ids"
+    if content is not None:
+        path.write_bytes(content)
+    proc = run_cli(
+        "repro", "--base-url", "http://h:1", "--spec-url", "http://h:1", "--input-ids", str(path)
+    )
+    assert_refused(proc, message)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--timeout", "0"], "--timeout must be a positive number"),
+        (["--timeout", "nan"], "--timeout must be a positive number"),
+        (["--timeout", "inf"], "--timeout must be a positive number"),
+        (["--repeats", "0"], "argument --repeats: '0' must be at least 1"),
+        (["--max-new-tokens", "x"], "argument --max-new-tokens: 'x' is not an integer"),
+        ([], "the following arguments are required: --base-url, --spec-url"),
+    ],
+)
+def test_repro_refuses_bad_numbers(args, message, run_cli):
+    urls = ["--base-url", "http://h:1", "--spec-url", "http://h:1"] if args else []
+    assert_refused(run_cli("repro", *urls, *args), message)
+
+
+def test_ctrl_c_exits_130_with_a_short_message():
+    """A repro waiting on a server that never answers, interrupted as a terminal would."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    connected = threading.Event()
+    held = []
+
+    def accept() -> None:
+        held.append(listener.accept()[0])  # hold the connection open, answer nothing
+        connected.set()
+
+    threading.Thread(target=accept, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gdn_parity.cli", "repro", "--base-url", url, "--spec-url", url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert connected.wait(30), "repro never connected"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        for conn in held:
+            conn.close()
+        listener.close()
+    assert proc.returncode == 130
+    assert err == "gdn-parity: interrupted\n"
+
+
+# --- demo and harness-server ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--jobs", "0"], "argument --jobs: '0' must be at least 1"),
+        (["--jobs", "x"], "argument --jobs: 'x' is not an integer"),
+        (["--gammas", "1,,2"], "argument --gammas: '1,,2' is not a comma-separated list"),
+        (["--gammas", "1,"], "is not a comma-separated list of integers"),
+        (["--gammas", "a"], "is not a comma-separated list of integers"),
+        (["--accept-rates", "0.5,,0.9"], "argument --accept-rates: '0.5,,0.9' is not"),
+        (["--accept-rates", "nan"], "--accept-rates are probabilities in [0, 1]"),
+        (["--size", "huge"], "argument --size: invalid choice: 'huge'"),
+        (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+        (["--ssm-dtype", "int8"], "argument --ssm-dtype: invalid choice"),
+        (["--variants", "0.5.23,nightly"], "no variant 'nightly'"),
+        (["--variants", "0.5.23,0.5.23"], "names a variant twice"),
+        (["--tokens", "0"], "argument --tokens: '0' must be at least 1"),
+        (["--natural-gamma", "0"], "every gamma must be at least 1"),
+        (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    ],
+)
+def test_demo_refuses_bad_arguments_before_any_work(args, message, tmp_path, run_cli):
+    proc = run_cli("demo", *args, "--out", str(tmp_path / "out"))
+    assert_refused(proc, message)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("option", ["--out", "--trace"])
+def test_demo_refuses_an_output_directory_it_cannot_write(option, tmp_path, run_cli):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep me\n")
+    assert_refused(run_cli("demo", option, str(a_file)), "exists and is not a directory")
+    assert_refused(run_cli("demo", option, str(a_file / "sub" / "dir")), "cannot be written")
+    assert_refused(run_cli("demo", option, "/proc/gdn-parity-out"), "cannot be written")
+    assert _files(tmp_path) == {"a-file": b"keep me\n"}
+
+
+@pytest.mark.skipif(
+    subprocess.run(
+        [sys.executable, "-c", "import torch, sys; sys.exit(torch.cuda.is_available())"]
+    ).returncode
+    != 0,
+    reason="this machine has CUDA: the refusal is for machines without it",
+)
+@pytest.mark.parametrize("verb", ["demo", "harness-server"])
+def test_cuda_without_cuda_is_refused_at_start_up(verb, tmp_path, run_cli):
+    proc = run_cli(verb, "--device", "cuda", *(["--out", str(tmp_path / "o")] * (verb == "demo")))
+    assert_refused(proc, "--device cuda, but torch sees no CUDA device: run on CPU")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--variant", "nightly"], "argument --variant: invalid choice: 'nightly'"),
+        (["--port", "70000"], "argument --port: '70000' is not in 0-65535"),
+        (["--port", "http"], "argument --port: 'http' is not a port number"),
+        (["--gamma", "0"], "--gamma must be at least 1"),
+        (["--context-length", "1"], "--context-length must be at least 16"),
+        (["--mode", "natural"], "argument --mode: invalid choice"),
+    ],
+)
+def test_harness_server_refuses_bad_arguments(args, message, run_cli):
+    assert_refused(run_cli("harness-server", *args), message)
+
+
+# --- the queue verbs --------------------------------------------------------------
+
+
+def test_tree_refuses_a_file(tmp_path, run_cli):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep me\n")
+    assert_refused(run_cli("tree", str(a_file)), "is a file, not a directory for the tree")
+    assert a_file.read_text() == "keep me\n"
+
+
+def test_export_refuses_a_directory_that_is_no_tree(tmp_path, run_cli):
+    patches = tmp_path / "patches"
+    root = Path(__file__).resolve().parents[2]
+    for source in (root / "patches").iterdir():
+        (patches / source.name).parent.mkdir(exist_ok=True)
+        (patches / source.name).write_bytes(source.read_bytes())
+    before = _files(patches)
+    proc = run_cli("--patches", str(patches), "export", "--tree", str(tmp_path))
+    assert_refused(proc, "is not a git tree: make one with `gdn-parity tree DIR`")
+    assert _files(patches) == before
+
+
+def test_a_missing_series_is_refused_only_by_verbs_that_need_it(tmp_path, good_trace, run_cli):
+    nowhere = str(tmp_path / "nowhere")
+    assert_refused(run_cli("--patches", nowhere, "tree", str(tmp_path / "t")), "no series file")
+    proc = run_cli("--patches", nowhere, "trace-diff", str(good_trace), str(good_trace))
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["frobnicate"]])
+def test_a_missing_or_unknown_verb_is_refused(args, run_cli):
+    assert_refused(run_cli(*args), "gdn-parity: error:")
+
+
+# --- status and apply: the target is checked before anything else ------------------
+
+
+def _fake_package(root: Path, version: str) -> Path:
+    package = root / "sglang"
+    package.mkdir()
+    (package / "_version.py").write_text(f"__version__ = version = '{version}'\n")
+    return package
+
+
+@pytest.mark.parametrize("verb", ["status", "apply"])
+@pytest.mark.parametrize(
+    "target,message",
+    [
+        ("missing", "does not exist"),
+        ("a-file", "is not a directory: name an sglang checkout or package"),
+        ("empty-dir", "is not an installed sglang package (no _version.py)"),
+        ("other-version", "is sglang 0.5.24; the series is for sglang 0.5.23"),
+        ("git-repo", "has no python/sglang/: not an sglang checkout"),
+    ],
+)
+def test_a_target_that_is_not_sglang_0523_is_refused(verb, target, message, tmp_path, run_cli):
+    root = tmp_path / "root"
+    root.mkdir()
+    path = root / target
+    if target == "a-file":
+        path.write_text("x\n")
+    elif target == "empty-dir":
+        path.mkdir()
+    elif target == "other-version":
+        path = _fake_package(root, "0.5.24")
+    elif target == "git-repo":
+        path.mkdir()
+        subprocess.run(["git", "init", "-q", str(path)], check=True)
+    before = _files(root)
+    assert_refused(run_cli(verb, str(path)), message)
+    assert _files(root) == before
+
+
+@pytest.mark.parametrize("verb", ["status", "apply"])
+def test_another_python_without_sglang_is_refused(verb, tmp_path, run_cli):
+    assert_refused(run_cli(verb, "--python", sys.executable), "no sglang package is installed")
+    assert_refused(run_cli(verb, "--python", str(tmp_path / "python")), "cannot run")
+    assert_refused(run_cli(verb, "--python", "/bin/false"), "failed to look for sglang")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    assert_refused(run_cli(verb, "--site-packages", env=env), "no sglang package is installed")
+
+
+@pytest.mark.parametrize("verb", ["status", "apply"])
+def test_two_targets_at_once_are_refused(verb, tmp_path, run_cli):
+    proc = run_cli(verb, str(tmp_path), "--python", sys.executable)
+    assert_refused(proc, "not allowed with argument")
+    assert_refused(run_cli(verb), "name a TARGET, or pass --python")

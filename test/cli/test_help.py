@@ -1,0 +1,41 @@
+"""The help a user sees: a description, every option explained, choices shown, --version."""
+
+from __future__ import annotations
+
+import pytest
+
+from gdn_parity import __version__
+from gdn_parity.drift.model.config import SIZES
+from gdn_parity.drift.run.variants import VARIANTS
+
+
+def test_version(run_cli):
+    proc = run_cli("--version")
+    assert proc.returncode == 0
+    assert proc.stdout == f"gdn-parity {__version__}\n"
+
+
+def test_the_top_level_says_what_the_tool_is_and_its_exit_codes(run_cli):
+    out = " ".join(run_cli("--help").stdout.split())
+    assert "``" not in out and "command line." not in out
+    assert "speculative decoding on hybrid GDN models" in out
+    assert '1 "diverged / parity broken"' in out and "130" in out
+
+
+@pytest.mark.parametrize("verb", ["demo", "harness-server"])
+def test_every_drift_option_has_help_and_choices(verb, run_cli):
+    out = " ".join(run_cli(verb, "--help").stdout.split())
+    assert f"--size {{{','.join(sorted(SIZES))}}}" in out
+    assert "--device {cpu,cuda}" in out and "--ssm-dtype {bfloat16,float16,float32}" in out
+    assert "dtype of the GDN state pool" in out and "or cuda" in out
+    if verb == "harness-server":
+        names = [v.name for v in VARIANTS if not v.deterministic]
+        assert "--variant {" + ",".join(names) + "}" in out
+    else:
+        assert all(v.name in out.split("--variants VARIANTS", 1)[1] for v in VARIANTS)
+
+
+@pytest.mark.parametrize("verb", ["apply", "status"])
+def test_apply_and_status_explain_python(verb, run_cli):
+    out = " ".join(run_cli(verb, "--help").stdout.split())
+    assert "--python PYTHON the sglang that this interpreter imports" in out
