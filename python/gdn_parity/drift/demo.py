@@ -17,12 +17,13 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdn_parity.drift.report import markdown_table, rows
+from gdn_parity.drift.report import LEGEND, markdown_table, rows, verdict
 from gdn_parity.drift.run.modes import Mode
 from gdn_parity.drift.run.results import VariantResult
 from gdn_parity.drift.run.variants import Variant, variant_tree
 from gdn_parity.drift.run.worker import Job
 from gdn_parity.errors import GdnParityError
+from gdn_parity.notes import note
 from gdn_parity.queue.series import Series
 
 
@@ -53,29 +54,39 @@ def _worker_env(device: str) -> dict[str, str]:
 
 
 class _Bar:
-    """One progress bar over every worker's committed tokens."""
+    """One progress bar over every worker's committed tokens, drawn from the first token on."""
 
     def __init__(self, total: int):
-        from tqdm import tqdm
-
         self.lock = threading.Lock()
-        self.bar = tqdm(total=total, unit="tok", desc="demo", file=sys.stderr, mininterval=1.0)
+        self.total = total
+        self.bar = None
 
     def update(self, n: int) -> None:
+        from tqdm import tqdm
+
         with self.lock:
+            if self.bar is None:
+                self.bar = tqdm(
+                    total=self.total, unit="tok", desc="demo", file=sys.stderr, mininterval=1.0
+                )
             self.bar.update(n)
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _run_workers(jobs: list[Job], parallel: int, device: str, bar: _Bar) -> list[VariantResult]:
     results: dict[int, VariantResult] = {}
     errors: list[str] = []
     semaphore = threading.Semaphore(parallel)
+    procs: list[subprocess.Popen] = []
+    interrupted = threading.Event()
 
     def run(index: int, job: Job) -> None:
         with semaphore, tempfile.TemporaryDirectory() as tmp:
+            if interrupted.is_set():
+                return
             job_file = Path(tmp) / "job.json"
             job_file.write_text(job.to_json())
             log = Path(tmp) / "stderr.log"
@@ -87,10 +98,15 @@ def _run_workers(jobs: list[Job], parallel: int, device: str, bar: _Bar) -> list
                     text=True,
                     env=_worker_env(device),
                 )
+                procs.append(proc)
+                if interrupted.is_set():  # started while the others were being stopped
+                    proc.kill()
                 for line in proc.stdout:
                     if line.startswith("progress "):
                         bar.update(int(line.split()[1]))
                 proc.wait()
+            if interrupted.is_set():
+                return
             if proc.returncode != 0:
                 errors.append(f"variant {job.variant} failed:\n{log.read_text()[-3000:]}")
             else:
@@ -99,8 +115,16 @@ def _run_workers(jobs: list[Job], parallel: int, device: str, bar: _Bar) -> list
     threads = [threading.Thread(target=run, args=(i, j)) for i, j in enumerate(jobs)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:  # Ctrl-C: stop the workers, then let it propagate
+        interrupted.set()
+        for proc in procs:
+            proc.kill()
+        for t in threads:
+            t.join()
+        raise
     if errors:
         raise GdnParityError("\n".join(errors))
     return [results[i] for i in range(len(jobs))]
@@ -127,6 +151,10 @@ def _run_variants(series: Series, plan: DemoPlan, raw_dir: Path) -> list[Variant
         )
         for v in plan.variants
     ]
+    note(
+        f"starting {len(jobs)} worker(s), {min(plan.jobs, len(jobs))} at a time: each imports "
+        "sglang's kernels and builds the model before its first token"
+    )
     bar = _Bar(sum(j.progress_total for j in jobs))
     try:
         return _run_workers(jobs, plan.jobs, plan.device, bar)
@@ -145,13 +173,13 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
             f"variants {rowwise_deterministic} enable deterministic inference, which only the "
             "server stack runs: pass --stack server"
         )
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as raw_dir:
         results = _run_variants(series, plan, Path(raw_dir))
+    plan.out_dir.mkdir(parents=True, exist_ok=True)  # only now: an interrupted demo leaves none
     table = rows(results)
     parity = [r for r in table if r.variant == "exact-parity" and r.label != "base"]
     holds = all(r.bitwise for r in parity) if parity else None
-    report = _report(plan, results, markdown_table(table), holds)
+    report = _report(plan, results, markdown_table(table), verdict(table), holds)
     (plan.out_dir / "demo.md").write_text(report)
     (plan.out_dir / "demo.json").write_text(json.dumps([r.to_dict() for r in results], indent=1))
     from gdn_parity.drift.plot import write_figure
@@ -160,7 +188,9 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
     return report, holds
 
 
-def _report(plan: DemoPlan, results: list[VariantResult], table: str, holds: bool | None) -> str:
+def _report(
+    plan: DemoPlan, results: list[VariantResult], table: str, summary: str, holds: bool | None
+) -> str:
     bases = {r.variant: r.base.sha256 for r in results}
     lines = [
         f"# gdn-parity demo: {plan.size} model on {plan.device}, {plan.tokens} tokens, "
@@ -171,11 +201,14 @@ def _report(plan: DemoPlan, results: list[VariantResult], table: str, holds: boo
             else f"row-wise stack, {plan.attention} attention"
         ),
         "",
+        f"Verdict: {summary}",
+        "",
         "Each mode is compared with its own variant's Base greedy decode. Variants: "
         + "; ".join(f"{v.name} = {v.description}" for v in plan.variants)
         + ".",
         "",
         table,
+        LEGEND,
         "Base decode is the same in every variant: "
         + ("yes" if len(set(bases.values())) == 1 else f"NO ({bases})"),
     ]

@@ -3,7 +3,8 @@
 One panel per (speculative mode, variant); one line per GDN layer, the max
 absolute difference of the committed SSM state from Base decode's at the same
 position. A dotted line marks the first token divergence; rounds after it have
-no Base counterpart and are not drawn. Bitwise-equal panels say so.
+no Base counterpart and are not drawn (the panel says so). Bitwise-equal panels
+say so too. The legend sits below the panels.
 """
 
 from __future__ import annotations
@@ -34,33 +35,62 @@ def write_figure(results: list[VariantResult], path: Path) -> None:
     fig, axes = plt.subplots(
         len(labels),
         len(results),
-        figsize=(4.2 * len(results), 2.2 * len(labels)),
+        figsize=(4.6 * len(results), 2.6 * len(labels) + 1.0),
         sharex="row",
         sharey=True,
         squeeze=False,
     )
+    stops = []
     for col, result in enumerate(results):
         for row, mode in enumerate(result.modes):
             ax = axes[row][col]
             on_path = [d for d in mode.diffs if d.on_path]
             rounds = [d.round for d in on_path]
             for i, layer in enumerate(result.gdn_layers):
-                ax.plot(rounds, [d.ssm_max[i] for d in on_path], label=f"layer {layer}", lw=1.2)
+                ax.plot(rounds, [d.ssm_max[i] for d in on_path], label=f"GDN layer {layer}", lw=1.4)
             ax.set_yscale("symlog", linthresh=1e-8)
             stop = _divergence_round(mode, result.base.tokens, result.prompt_len)
             if stop is not None:
-                ax.axvline(stop, color="k", ls=":", lw=1)
+                ax.axvline(stop, color="k", ls=":", lw=1.2)
+                stops.append((ax, stop))
             if on_path and all(d.max_diff == 0 for d in on_path):
-                ax.text(0.5, 0.5, "bitwise equal", ha="center", va="center", transform=ax.transAxes)
+                ax.text(
+                    0.5,
+                    0.5,
+                    "bitwise equal",
+                    ha="center",
+                    va="center",
+                    fontsize=10,
+                    transform=ax.transAxes,
+                )
             if row == 0:
-                ax.set_title(result.variant)
+                ax.set_title(result.variant, fontsize=12)
             if col == 0:
-                ax.set_ylabel(f"{mode.label}\nmax |dSSM|", fontsize=8)
+                ax.set_ylabel(f"{mode.label}\nmax |dSSM|", fontsize=10)
             if row == len(labels) - 1:
-                ax.set_xlabel("verify round")
+                ax.set_xlabel("verify round", fontsize=10)
+            ax.tick_params(labelsize=9)
             ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("GDN state vs Base decode, committed after each round (dotted: tokens diverge)")
-    fig.tight_layout()
+    for ax, stop in stops:  # once every panel of the row has set the shared x range
+        lo, hi = ax.get_xlim()
+        left = stop > (lo + hi) / 2  # the note on the side with room
+        ax.annotate(
+            "tokens diverge:\ncurves stop",
+            xy=(stop, 0.5),
+            xycoords=("data", "axes fraction"),
+            xytext=(-4 if left else 4, 0),
+            textcoords="offset points",
+            ha="right" if left else "left",
+            va="center",
+            fontsize=8,
+        )
+    handles, names = axes[0][0].get_legend_handles_labels()
+    # Below the panels, never over a curve.
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=10, frameon=False)
+    fig.suptitle(
+        "GDN state vs Base decode, committed after each round (dotted: tokens diverge)",
+        fontsize=12,
+    )
+    fig.tight_layout(rect=(0, 0.04, 1, 0.98))
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -94,7 +94,7 @@ def _cells(row: Row) -> list[str]:
         state,
         since,
         row.accept,
-        row.sha256[:16],
+        row.sha256,
     ]
 
 
@@ -107,3 +107,57 @@ def markdown_table(table: list[Row]) -> str:
 
     out = [line(list(HEADERS)), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     return "\n".join(out + [line(c) for c in body]) + "\n"
+
+
+def _token_index(row: Row) -> int | None:
+    return None if row.divergence == "-" else int(row.divergence.split(":", 1)[0])
+
+
+def verdict(table: list[Row]) -> str:
+    """One line: per variant, how many speculative modes leave Base's tokens and its state."""
+    clauses = []
+    for variant in dict.fromkeys(r.variant for r in table):
+        modes = [r for r in table if r.variant == variant and r.label != "base"]
+        if not modes:
+            continue
+        if all(r.bitwise for r in modes):
+            clauses.append(
+                f"{variant} keeps Base's tokens and states bitwise in all {len(modes)} modes"
+            )
+            continue
+        parted = [r for r in modes if _token_index(r) is not None]
+        states = sum(1 for r in modes if r.max_state_diff)
+        if parted:
+            first = min(parted, key=lambda r: _token_index(r))
+            tokens = (
+                f"leaves Base's tokens in {len(parted)} of {len(modes)} modes "
+                f"(first at output index {_token_index(first)}, {first.label})"
+            )
+        else:
+            tokens = f"keeps Base's tokens in all {len(modes)} modes"
+        clauses.append(f"{variant} {tokens}, its state differs in {states} of {len(modes)}")
+    return "; ".join(clauses) + "."
+
+
+LEGEND = "\n".join(
+    (
+        "- **first divergence**: the first output index whose token differs from the same "
+        "variant's Base greedy decode (Base's token -> the mode's token); `-` when every "
+        "token agrees.",
+        "- **max abs state diff**: the largest absolute difference of a committed GDN state "
+        "(any layer, SSM or conv) from Base's at the same position, over the rounds whose "
+        "tokens still equal Base's; after the first token divergence the two runs hold "
+        "different sequences and are not compared.",
+        "- **from round**: the first verify round after which that committed state differs "
+        "from Base's.",
+        "- **A state can differ while the tokens agree**: a token is the argmax of the "
+        "logits, and a small state difference moves the logits only a little. The argmax "
+        "stays put until the difference, carried forward by the recurrence, grows enough "
+        "(or two logits are close enough) to flip a token; so states part first and tokens "
+        "later, or not within the run.",
+        "- **accepted**: drafts accepted / drafts proposed (forced reject accepts none).",
+        "- **output sha256**: sha256 of the comma-joined output ids, as `gdn-parity repro` "
+        "and sglang#35150 hash them.",
+        "",
+    )
+)
