@@ -26,6 +26,11 @@ def test_the_demo_writes_its_table_figure_results_and_traces(series, tmp_path, r
         for mode in ("base", "forced-reject g=1", "forced-reject g=2", "natural g=2 p=0.5")
     ]
     assert all(r[4] in ("-", "0 (bitwise)") for r in rows if r[0] == "exact-parity")
+    assert all(len(r[7]) == 64 and int(r[7], 16) >= 0 for r in rows)  # repro's full sha256
+    report = (out / "demo.md").read_text()
+    verdict = next(line for line in report.splitlines() if line.startswith("Verdict: "))
+    assert "exact-parity keeps Base's tokens and states bitwise in all 3 modes" in verdict
+    assert "**from round**" in report and "**A state can differ while the tokens agree**" in report
     assert any(r[4] not in ("-", "0 (bitwise)") for r in rows if r[0] == "0.5.23")
     assert (out / "drift.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     results = json.loads((out / "demo.json").read_text())
@@ -39,7 +44,7 @@ def test_the_demo_writes_its_table_figure_results_and_traces(series, tmp_path, r
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--size", "huge"], "--size must be one of"),
+        (["--size", "huge"], "invalid choice: 'huge'"),
         (["--variants", "0.5.23,nightly"], "no variant 'nightly'"),
         (["--accept-rates", "1.5"], "probabilities in [0, 1]"),
         (["--gammas", "0"], "every gamma must be at least 1"),
