@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -68,3 +70,48 @@ def test_an_interrupted_demo_exits_130_and_leaves_no_output_directory(series, tm
     assert err.splitlines()[-1] == "gdn-parity: interrupted"
     assert "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_harness_server_prints_no_notice_the_user_cannot_act_on(series, tmp_path):
+    err_path = tmp_path / "stderr"
+    with err_path.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gdn_parity.cli", "harness-server", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+        try:
+            line = proc.stdout.readline()
+            assert "listening on http://" in line, err_path.read_text()
+            url = line.split("listening on ")[1].strip()
+            payload = {"input_ids": [1, 2, 3], "sampling_params": {"temperature": 0,
+                       "max_new_tokens": 2}}  # fmt: skip
+            request = urllib.request.Request(f"{url}/generate", data=json.dumps(payload).encode())
+            with urllib.request.urlopen(request, timeout=300) as response:
+                assert len(json.loads(response.read())["output_ids"]) == 2
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    stderr = err_path.read_text()
+    for notice in ("Triton is not supported", "make_block_ptr", "Cannot detect CUDA"):
+        assert notice not in stderr, stderr
+
+
+def test_the_large_model_on_cpu_is_warned_about_first(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gdn_parity.cli", "demo", "--size", "large",
+         "--out", str(tmp_path / "out")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        first = proc.stderr.readline()
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert first.startswith("gdn-parity: warning: --size large on CPU")
+    assert "takes hours" in first and "--device cuda" in first

@@ -14,6 +14,7 @@ time, as with ``--max-running-requests 1``.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -173,6 +174,13 @@ class ServerPlan:
     trace_dir: Path | None
 
 
+def _quiet_notices_the_user_cannot_act_on() -> None:
+    """fla's CPU fallback, triton's deprecation of sglang's block pointers, the JIT's arch probe."""
+    warnings.filterwarnings("ignore", message="Triton is not supported on current platform")
+    warnings.filterwarnings("ignore", message="tl.make_block_ptr is deprecated")
+    logging.getLogger("sglang.kernels.jit.utils.arch").setLevel(logging.ERROR)
+
+
 def listen(host: str, port: int) -> ThreadingHTTPServer:
     """Take the port first, so that a port in use fails before any tree or model is built."""
     try:
@@ -185,8 +193,7 @@ def run_server(plan: ServerPlan, server: ThreadingHTTPServer) -> None:
     """Build the model on the variant's kernels; serve ``/generate`` on ``server`` until killed."""
     from gdn_parity.sandbox.sglang_tree import use_tree
 
-    # fla's notice that it fell back to CPU: expected here, and nothing the user can act on.
-    warnings.filterwarnings("ignore", message="Triton is not supported on current platform")
+    _quiet_notices_the_user_cannot_act_on()
     use_tree(plan.tree, plan.device)
     import sglang.api.v1.api_types as contract
 
