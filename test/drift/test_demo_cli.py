@@ -16,7 +16,8 @@ def test_the_demo_writes_its_table_figure_results_and_traces(series, tmp_path, r
         "--out", str(out), "--trace", str(tmp_path / "trace"), timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "exact parity: HOLDS" in proc.stdout
+    assert "exact parity (the GDN layers; the row-wise stack" in proc.stdout
+    assert "): HOLDS" in proc.stdout
     assert "Base decode is the same in every variant: yes" in proc.stdout
     table = [line for line in (out / "demo.md").read_text().splitlines() if line.startswith("| ")]
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table[1:]]

@@ -213,8 +213,14 @@ def _report(
         + ("yes" if len(set(bases.values())) == 1 else f"NO ({bases})"),
     ]
     if holds is not None:
+        compared = (
+            "the server stack: batched GEMMs and sglang's attention and GDN backends"
+            if plan.stack == "server"
+            else "the GDN layers; the row-wise stack computes everything else one row at a "
+            "time, a control that says nothing about GEMMs or batching"
+        )
         lines.append(
-            "exact parity: "
+            f"exact parity ({compared}): "
             + (
                 "HOLDS, tokens and committed states are bitwise equal to Base in every mode"
                 if holds
