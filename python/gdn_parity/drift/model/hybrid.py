@@ -101,16 +101,7 @@ class HybridModel:
 
     def start_trace(self, path: str, name: str, flags: dict) -> None:
         """Record the GDN states of the next runs with sglang's GDNStateTrace, to ``path``."""
-        header = {
-            "sglang_version": self.kernels.version,
-            "model": f"gdn-parity drift harness ({name})",
-            "tp_rank": 0,
-            "pp_rank": 0,
-            "ssm_dtype": str(self.ssm_dtype).removeprefix("torch."),
-            "conv_dtype": str(self.conv_dtype).removeprefix("torch."),
-            "flags": flags,
-        }
-        self.trace = self.kernels.state_trace(path, header)
+        self.trace = self.kernels.open_trace(path, name, self.ssm_dtype, self.conv_dtype, flags)
 
     def stop_trace(self) -> None:
         if self.trace is not None:

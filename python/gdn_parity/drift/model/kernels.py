@@ -29,6 +29,19 @@ class SglangKernels:
     def has_exact_parity(self) -> bool:
         return hasattr(self.gdn, "packed_target_verify")
 
+    def open_trace(self, path: str, model: str, ssm_dtype, conv_dtype, flags: dict):
+        """sglang's GDNStateTrace writing to ``path``, with the harness's header."""
+        header = {
+            "sglang_version": self.version,
+            "model": f"gdn-parity drift harness ({model})",
+            "tp_rank": 0,
+            "pp_rank": 0,
+            "ssm_dtype": str(ssm_dtype).removeprefix("torch."),
+            "conv_dtype": str(conv_dtype).removeprefix("torch."),
+            "flags": flags,
+        }
+        return self.state_trace(path, header)
+
 
 def load_kernels() -> SglangKernels:
     from sglang.kernels.ops.attention.linear.fused_gdn_gating import fused_gdn_gating

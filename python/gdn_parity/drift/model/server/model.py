@@ -243,16 +243,9 @@ class ServerModel:
         return self.state.temporal[:, slot].clone(), self.state.conv[0][:, slot].clone()
 
     def start_trace(self, path: str, name: str, flags: dict) -> None:
-        header = {
-            "sglang_version": self.kernels.version,
-            "model": f"gdn-parity drift harness, server stack ({name})",
-            "tp_rank": 0,
-            "pp_rank": 0,
-            "ssm_dtype": str(self.ssm_dtype).removeprefix("torch."),
-            "conv_dtype": str(self.conv_dtype).removeprefix("torch."),
-            "flags": flags,
-        }
-        self.trace = self.kernels.state_trace(path, header)
+        self.trace = self.kernels.open_trace(
+            path, f"server stack, {name}", self.ssm_dtype, self.conv_dtype, flags
+        )
         self.gdn.state_trace = self.trace
 
     def stop_trace(self) -> None:
