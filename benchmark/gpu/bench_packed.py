@@ -1,13 +1,16 @@
 """Cold-state CUDA-graph benchmark of GDN packed decode and target verify, for any tree.
 
-One measurement = one CUDA graph of ``LAUNCHES`` back-to-back launches (as many
-layers), each on its own scattered slots of a pool several times the size of L2,
-so every launch reads and writes cold state. The graph is replayed ``REPLAYS``
-times; each replay's time / LAUNCHES is one sample; p10/p50/p90 are reported.
-The HBM floor is the bytes a launch must move at the measured copy bandwidth.
+One measurement = one CUDA graph of back-to-back launches (as many layers),
+each on its own scattered slots of a pool several times the size of L2. A graph
+holds at least ``MIN_LAUNCHES`` launches and enough of them that their slots
+together are ``COLD_FACTOR`` x L2, so every launch of every replay reads and
+writes cold state. The graph is replayed ``REPLAYS`` times; each replay's time /
+launches is one sample; p10/p50/p90 are reported. The HBM floor is the bytes a
+launch must move at the measured copy bandwidth.
 
 Variants (each one a kernel of the tree, or of the 0.5.23 base tree):
-- ``decode@base``: 0.5.23's packed decode; ``decode``: the tree's;
+- ``decode@base``: 0.5.23's packed decode; ``decode``: the tree's (its tile
+  rule); ``decode-parity``: the tree's with ``exact_parity`` (the steps kernel);
   ``decode/bv=X``: the tree's with the value tile forced to X;
 - ``verify-default``: ``fused_sigmoid_gating_delta_rule_update`` (target verify);
 - ``verify-parity``: the exact-parity verify; ``verify-parity/bv=X`` forced tile.
@@ -30,7 +33,9 @@ from gdn_parity.sandbox.bare_import import import_sglang_from
 from gpu_common import copy_bandwidth, gpu_env, replay_samples
 
 K = V = 128
-LAUNCHES = 16
+MIN_LAUNCHES = 16
+MAX_LAUNCHES = 512
+COLD_FACTOR = 4
 REPLAYS = 40
 L2_BYTES = 50 << 20  # H200
 
@@ -114,20 +119,30 @@ def main() -> int:
             slot_bytes = hv * V * K * dtype.itemsize
             for n in map(int, args.n.split(",")):
                 for t in map(int, args.t.split(",")):
-                    slots_needed = max(LAUNCHES * n, 4 * L2_BYTES // slot_bytes + 1)
+                    launches = -(-COLD_FACTOR * L2_BYTES // (n * slot_bytes))
+                    launches = min(MAX_LAUNCHES, max(MIN_LAUNCHES, launches))
+                    slots_needed = max(launches * n, COLD_FACTOR * L2_BYTES // slot_bytes + 1)
                     pool = (torch.randn(slots_needed, hv, V, K, device="cuda") * 0.1).to(dtype)
                     perm = torch.randperm(slots_needed, device="cuda")
                     layers = [
                         Layer(pool, n, t, h, hv, perm[(i * n) % (slots_needed - n) :][:n])
-                        for i in range(LAUNCHES)
+                        for i in range(launches)
                     ]
                     inter = pool.new_empty(n, t, hv, V, K)
+                    L0 = layers[0]
                     variants = {}
                     if t == int(args.t.split(",")[0]):
                         variants["decode@base"] = [
                             (lambda L=L: base.fused_recurrent_gated_delta_rule_packed_decode(
                                 L.mixed[: L.n], L.a[: L.n], L.b[: L.n], L.A_log, L.dt_bias,
                                 K**-0.5, L.pool, L.out, L.indices, use_qk_l2norm_in_kernel=True))
+                            for L in layers
+                        ]  # fmt: skip
+                        variants["decode-parity"] = [
+                            (lambda L=L: fr.fused_recurrent_gated_delta_rule_packed_decode(
+                                L.mixed[: L.n], L.a[: L.n], L.b[: L.n], L.A_log, L.dt_bias,
+                                K**-0.5, L.pool, L.out, L.indices,
+                                use_qk_l2norm_in_kernel=True, exact_parity=True))
                             for L in layers
                         ]  # fmt: skip
                         for bv in [None] + [int(x) for x in args.tiles.split(",")]:
@@ -172,18 +187,25 @@ def main() -> int:
                         )
                         rows.append({
                             "hv": hv, "pool": pool_name, "n": n, "t": steps, "variant": name,
+                            "launches": len(fns),
+                            "block_v": None if name in ("decode@base", "verify-default")
+                            else bv or rule(L0.mixed, pool, n),
                             "p10": pct(samples, 0.1), "p50": pct(samples, 0.5),
                             "p90": pct(samples, 0.9), "floor_us": moved / bandwidth * 1e6,
                         })  # fmt: skip
                     del pool, layers, inter
                     torch.cuda.empty_cache()
             print(f"[{time.time() - started:6.1f}s] hv={hv} pool={pool_name}", flush=True)
-    env = gpu_env(copy_bandwidth_GBps=bandwidth / 1e9, launches_per_graph=LAUNCHES, replays=REPLAYS)
+    env = gpu_env(
+        copy_bandwidth_GBps=bandwidth / 1e9,
+        launches_per_graph=f"{MIN_LAUNCHES}..{MAX_LAUNCHES}, slots >= {COLD_FACTOR} x L2",
+        replays=REPLAYS,
+    )
     name = f"bench{args.tag}.json"
     (args.out / name).write_text(json.dumps({"env": env, "rows": rows}, indent=0))
     print(json.dumps(env))
     for r in rows:
-        if r["variant"] in ("decode@base", "decode", "verify-default", "verify-parity"):
+        if "/" not in r["variant"]:
             print(
                 f"hv={r['hv']} {r['pool']} n={r['n']} t={r['t']} {r['variant']}: "
                 f"p50 {r['p50']:.2f} us (p10 {r['p10']:.2f}, p90 {r['p90']:.2f}) "

@@ -1,9 +1,12 @@
 """Verify's multi-token conv vs decode's one-token convs on a GPU, per conv-state dtype.
 
-For each conv-state dtype (bf16, fp16, fp32) with bf16 activations and weights, feed
-the same D draft tokens and committed state to ``causal_conv1d_update`` once with
-D tokens and per-step windows (TARGET_VERIFY) and D times with one token (decode),
-and compare every step's output and window with ``torch.equal``. The two columns
+For each activation dtype (bf16, fp16; the weights share it) and conv-state dtype
+(bf16, fp16, fp32), feed the same D draft tokens and committed state to
+``causal_conv1d_update`` once with D tokens and per-step windows (TARGET_VERIFY)
+and D times with one token (decode), and compare every step's output and window
+bit for bit (``torch.equal`` on integer views, so equal NaNs compare equal). Decode's own
+outputs and states are hashed, so the table also says whether 0004 left decode
+unchanged (decode is the same kernel call before and after). The two columns
 are two trees of the series (``gdn-parity tree``, then a worktree at a prefix):
 before patch 0004 and with it:
 
@@ -13,6 +16,7 @@ before patch 0004 and with it:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import sys
@@ -20,6 +24,7 @@ from pathlib import Path
 
 from gpu_common import gpu_env, run_worker
 
+ACT_DTYPES = ("bfloat16", "float16")
 STATE_DTYPES = ("bfloat16", "float16", "float32")
 SHAPES = ((1, 2048, 2), (8, 8192, 4), (64, 10240, 8))  # (batch, conv dim, D)
 WIDTH = 4
@@ -32,14 +37,17 @@ def measure(tree: Path) -> list[dict]:
     import torch
     from sglang.kernels.ops.mamba.causal_conv1d_triton import causal_conv1d_update
 
+    def bits(x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous().view({2: torch.int16, 4: torch.int32}[x.element_size()])
+
     rows = []
-    for seed, (state_name, (batch, dim, steps)) in enumerate(
-        itertools.product(STATE_DTYPES, SHAPES)
+    for seed, (act_name, state_name, (batch, dim, steps)) in enumerate(
+        itertools.product(ACT_DTYPES, STATE_DTYPES, SHAPES)
     ):
         torch.manual_seed(seed)
-        state_dtype = getattr(torch, state_name)
-        weight = torch.randn(dim, WIDTH, device="cuda").bfloat16()
-        x = (torch.randn(batch, dim, steps, device="cuda") * 3).bfloat16()
+        act_dtype, state_dtype = getattr(torch, act_name), getattr(torch, state_name)
+        weight = torch.randn(dim, WIDTH, device="cuda").to(act_dtype)
+        x = (torch.randn(batch, dim, steps, device="cuda") * 3).to(act_dtype)
         state = (torch.randn(batch + 1, dim, WIDTH - 1, device="cuda") * 3).to(state_dtype)
         idx = torch.randperm(batch + 1, device="cuda")[:batch].int()
         v_state = state.clone()
@@ -56,16 +64,19 @@ def measure(tree: Path) -> list[dict]:
         )
         d_state = state.clone()
         out_equal, win_equal, max_diff = [], [], 0.0
+        decode_hash = hashlib.sha256()
         for t in range(steps):
             d_out = causal_conv1d_update(
                 x[..., t].clone(), d_state, weight, None, "silu", conv_state_indices=idx
             )
-            out_equal.append(torch.equal(v_out[..., t], d_out))
-            win_equal.append(torch.equal(windows[:, t], d_state[idx.long()]))
+            decode_hash.update(d_out.cpu().view(torch.uint8).numpy().tobytes())
+            out_equal.append(torch.equal(bits(v_out[..., t]), bits(d_out)))
+            win_equal.append(torch.equal(bits(windows[:, t]), bits(d_state[idx.long()])))
             max_diff = max(max_diff, (v_out[..., t].float() - d_out.float()).abs().max().item())
-        torch.cuda.synchronize()
+        decode_hash.update(d_state.cpu().view(torch.uint8).numpy().tobytes())
         rows.append(
             {
+                "act": act_name,
                 "state": state_name,
                 "batch": batch,
                 "dim": dim,
@@ -73,6 +84,7 @@ def measure(tree: Path) -> list[dict]:
                 "out_equal_steps": f"{sum(out_equal)}/{steps}",
                 "window_equal_steps": f"{sum(win_equal)}/{steps}",
                 "max_abs_out_diff": max_diff,
+                "decode_sha256": decode_hash.hexdigest(),
             }
         )
     return rows
@@ -100,27 +112,38 @@ def main() -> None:
         f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}",
         "before = base + 0001..0003; after = base + 0001..0004",
         "",
-        "| conv state | batch | dim | D | before: out equal | before: windows equal "
-        "| before: max abs diff | after: out equal | after: windows equal | after: max abs diff |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| act | conv state | batch | dim | D | before: out equal | before: windows equal "
+        "| before: max abs diff | after: out equal | after: windows equal | after: max abs diff "
+        "| decode unchanged by 0004 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for b, a in zip(results["before"], results["after"], strict=True):
+        same = "yes" if b["decode_sha256"] == a["decode_sha256"] else "**no**"
         lines.append(
-            f"| {b['state']} | {b['batch']} | {b['dim']} | {b['D']} "
+            f"| {b['act']} | {b['state']} | {b['batch']} | {b['dim']} | {b['D']} "
             f"| {b['out_equal_steps']} | {b['window_equal_steps']} | {b['max_abs_out_diff']:.3g} "
-            f"| {a['out_equal_steps']} | {a['window_equal_steps']} | {a['max_abs_out_diff']:.3g} |"
+            f"| {a['out_equal_steps']} | {a['window_equal_steps']} | {a['max_abs_out_diff']:.3g} "
+            f"| {same} |"
         )
     holds = all(
         r["out_equal_steps"] == r["window_equal_steps"] == f"{r['D']}/{r['D']}"
         for r in results["after"]
     )
-    lines += ["", f"conv parity after 0004: {'HOLDS' if holds else 'BROKEN'} for every state dtype"]
+    unchanged = all(
+        b["decode_sha256"] == a["decode_sha256"]
+        for b, a in zip(results["before"], results["after"], strict=True)
+    )
+    lines += [
+        "",
+        f"conv parity after 0004: {'HOLDS' if holds else 'BROKEN'} for every dtype pair",
+        f"decode conv unchanged by 0004: {'YES' if unchanged else 'NO'}",
+    ]
     table = "\n".join(lines)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "conv_parity.json").write_text(json.dumps({"env": env, **results}, indent=1))
     (args.out / "conv_parity.md").write_text(table + "\n")
     print(table)
-    sys.exit(0 if holds else 1)
+    sys.exit(0 if holds and unchanged else 1)
 
 
 if __name__ == "__main__":
