@@ -168,19 +168,48 @@ def _registered_conv_test(tree):
     return module
 
 
+@pytest.mark.parametrize("act_dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("state_dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_multi_token_conv_update_equals_token_by_token(sglang_tree, state_dtype):
-    """Verify's D-token conv equals decode's one-token convs for every conv-state dtype.
+def test_multi_token_conv_update_equals_token_by_token(sglang_tree, state_dtype, act_dtype):
+    """Verify's D-token conv equals decode's one-token convs for every dtype pair.
 
-    The registered test's own comparison, on CPU under the interpreter. Without
-    patch 0004's cast, fp16 and fp32 states differ from step 1 on: verify
-    multiplied earlier draft tokens in bf16, decode read them back in the
-    state's dtype."""
+    The registered test's own comparison (bit patterns; its state holds values a bf16
+    state keeps and fp16 cannot), on CPU under the interpreter. Without patch 0004,
+    fp16 and fp32 states differ from step 1 on (verify multiplied earlier draft tokens
+    in the activation dtype, decode read them back in the state's dtype), and fp16
+    activations with a bf16 state differ in the windows (decode's shift rounded the
+    kept state values through fp16)."""
     module = _registered_conv_test(sglang_tree)
-    (v_out, v_win), (d_out, d_win), _ = module.verify_and_decode(2, 32, 4, state_dtype, "cpu")
+    (v_out, v_win), (d_out, d_win), _ = module.verify_and_decode(
+        2, 32, 4, state_dtype, "cpu", act_dtype
+    )
     for t in range(4):
-        assert torch.equal(v_out[..., t], d_out[..., t]), f"output, step {t}"
-        assert torch.equal(v_win[:, t], d_win[:, t]), f"window, step {t}"
+        assert torch.equal(module._bits(v_out[..., t]), module._bits(d_out[..., t])), t
+        assert torch.equal(module._bits(v_win[:, t]), module._bits(d_win[:, t])), t
+
+
+def test_decode_keeps_bf16_state_values_with_fp16_activations(sglang_tree, series):
+    """0.5.23's decode shifted a bf16 conv state through fp16 when the tokens were fp16:
+    1e5 became inf and 3.6e-7 an fp16 subnormal. With 0004 the kept values stay bf16."""
+    from gdn_parity.drift.run.variants import variant_named, variant_tree
+
+    base = _load_kernel_module(variant_tree(series, variant_named("0.5.23")), "conv_0523_shift")
+    patched = _load_kernel_module(sglang_tree, "conv_patched_shift")
+    weight = torch.ones(4, W).half()
+    x = torch.ones(1, 4).half()
+    state = torch.zeros(1, 4, W - 1)
+    state[0, 0, -1], state[0, 1, -1] = 1.0e5, 3.6e-7
+    state = state.bfloat16()
+    kept = state[0, :2, -1].clone()
+    shifted = {}
+    for name, module in (("0.5.23", base), ("0004", patched)):
+        s = state.clone()
+        module.causal_conv1d_update(
+            x.clone(), s, weight, None, None, conv_state_indices=torch.tensor([0]).int()
+        )
+        shifted[name] = s[0, :2, -2]
+    assert torch.equal(shifted["0004"], kept)
+    assert torch.isinf(shifted["0.5.23"][0]) and shifted["0.5.23"][1] != kept[1]
 
 
 def _load_kernel_module(tree, name):
@@ -196,7 +225,8 @@ def _load_kernel_module(tree, name):
 
 
 def test_one_token_update_equals_0523_for_fp16_activations_and_a_bf16_state(sglang_tree, series):
-    """Decode (one token per call) is what 0.5.23 computes, for every dtype pair.
+    """Decode (one token per call) is what 0.5.23 computes, for every dtype pair, while
+    the state holds values fp16 can represent (see the test above for those it cannot).
 
     SGLANG_MAMBA_CONV_DTYPE defaults to bfloat16 whatever the model dtype, so an fp16
     model's decode convolves fp16 tokens against a bf16 window. Patch 0004 rounds a
