@@ -126,6 +126,7 @@ def make_backend(s: AttnShape, *, num_tokens_per_req: int, verify_as_decode: boo
         target_verify_num_tokens_per_req=num_tokens_per_req,
         topk=1,
         verify_as_decode=verify_as_decode,
+        verify_as_decode_chunk_rows=s.req_rows,  # __init__: the request pool size
         kv_indptr=torch.zeros(s.req_rows + 1, dtype=torch.int32),
         qo_indptr=torch.zeros(s.req_rows + 1, dtype=torch.int64),
         mask_indptr=torch.zeros(s.req_rows + 1, dtype=torch.int64),

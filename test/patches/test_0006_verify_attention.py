@@ -4,11 +4,17 @@ The real ``TritonAttnBackend`` (``triton_attn_rig``: no ``__init__``, real pool,
 translator and kernels) computes, through its own ``init_forward_metadata``
 and ``forward_decode``, what Base decode produces at every position of a
 request, one token at a time. The same positions are then verified in one
-TARGET_VERIFY forward through ``forward_extend``: eagerly, and through the
-CUDA-graph metadata path (``init_cuda_graph_state`` then
-``init_forward_metadata_out_graph``) with the batch padded as a graph pads it.
-Every verify row must equal decode's row bitwise. The backend's previous verify
-path (the unified extend kernel) is the negative control.
+TARGET_VERIFY forward through ``forward_extend``: eagerly (in one launch, and in
+launches of two rows), and through the CUDA-graph metadata path
+(``init_cuda_graph_state`` then ``init_forward_metadata_out_graph``) with the
+batch padded as a graph pads it. Every verify row must equal decode's row
+bitwise. The backend's previous verify path (the unified extend kernel) is the
+negative control.
+
+The rows' KV ids are built once per forward, from ``req_to_token`` (where the
+draft step has put the drafts' slots), into the metadata's ``kv_indices``; under
+CUDA graphs that is the existing ``cuda_graph_kv_indices``, so the route adds
+no index buffer of ``max_num_tokens x context_len``.
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ def case(sglang_tree):
 
 
 def _fill_cache(backend, slots, k, v):
-    """The cache as a verify step sees it: prefix and draft K/V written, table filled."""
+    """The cache as a verify step sees it: prefix and draft K/V written, and the
+    drafts' slots in ``req_to_token`` after the prefix, where the draft step puts them."""
     kbuf, vbuf = backend.token_to_kv_pool.get_kv_buffer(0)
     for i, row in enumerate(REQ_ROWS):
         length = int(PREFIX[i]) + W
@@ -68,10 +75,26 @@ def _draft_locs(slots: torch.Tensor) -> torch.Tensor:
     return torch.cat([slots[i, int(p) : int(p) + W] for i, p in enumerate(PREFIX)])
 
 
-def _verify_eager(case, verify_as_decode: bool) -> torch.Tensor:
-    slots, k, v, q = case
+def _row_ids(req_to_token, req_rows, prefix) -> torch.Tensor:
+    """Plain torch: row (i, j) is the first prefix[i] + j + 1 ids of request i's table row."""
+    return torch.cat(
+        [
+            req_to_token[int(r), : int(p) + j + 1].long()
+            for r, p in zip(req_rows, prefix, strict=True)
+            for j in range(W)
+        ]
+    )
+
+
+def _verify_backend(case, verify_as_decode: bool):
+    slots, k, v, _ = case
     backend = make_backend(S, num_tokens_per_req=W, verify_as_decode=verify_as_decode)
     _fill_cache(backend, slots, k, v)
+    return backend
+
+
+def _verify_eager(case, backend) -> torch.Tensor:
+    slots, _, _, q = case
     fb = verify_batch(REQ_ROWS, PREFIX, _draft_locs(slots), W)
     backend.init_forward_metadata(fb)
     return backend.forward_extend(
@@ -83,16 +106,18 @@ def _verify_graph_path(case, pad: int) -> torch.Tensor:
     """The CUDA-graph metadata path: buffers sized for a larger batch, ``pad``
     padded requests (seq_len 1, request row 0, out_cache_loc 0) as the graph
     runner pads them. The padded rows' outputs are discarded."""
-    slots, k, v, q = case
+    slots, _, _, q = case
     n = len(PREFIX)
-    backend = make_backend(S, num_tokens_per_req=W, verify_as_decode=True)
-    _fill_cache(backend, slots, k, v)
+    backend = _verify_backend(case, verify_as_decode=True)
     backend.init_cuda_graph_state(max_bs=n + pad + 1, max_num_tokens=(n + pad + 1) * W)
     seq_lens = torch.cat([PREFIX, torch.ones(pad, dtype=torch.int32)])
     rows = torch.cat([REQ_ROWS, torch.zeros(pad, dtype=torch.int64)])
     locs = torch.cat([_draft_locs(slots), torch.zeros(pad * W, dtype=torch.int64)])
     fb = verify_batch(rows, seq_lens, locs, W)
     backend.init_forward_metadata_out_graph(fb, in_capture=True)
+    md = backend.forward_metadata
+    expected = _row_ids(backend.req_to_token, rows, seq_lens)
+    assert torch.equal(md.kv_indices[: len(expected)], expected)
     q_padded = torch.cat(
         [
             q.reshape(-1, S.heads * S.dim),
@@ -103,17 +128,132 @@ def _verify_graph_path(case, pad: int) -> torch.Tensor:
     return out[: n * W]
 
 
+def test_row_ids_are_prefixes_of_the_request_rows(sglang_tree):
+    """``pack_verify_decode_kv_indices`` (the translator's gather, once per verify
+    step) against a plain torch construction: request order differs from table
+    order, and a padded request reads table row 0."""
+    from sglang.srt.layers.attention.verify_decode_rows import (
+        pack_verify_decode_kv_indices,
+        verify_decode_kv_indices_len,
+        verify_decode_row_kv_lens,
+    )
+
+    backend = make_backend(S, num_tokens_per_req=W, verify_as_decode=True)
+    gen = torch.Generator().manual_seed(0)
+    table = backend.req_to_token
+    table.copy_(torch.randint(1, S.slots, table.shape, generator=gen, dtype=table.dtype))
+    req_rows = torch.tensor([4, 2, 5, 0])  # the last one a padded request
+    prefix = torch.tensor([9, 1, 30, 1], dtype=torch.int32)
+    row_lens = verify_decode_row_kv_lens(prefix, W)
+    indptr = torch.zeros(len(row_lens) + 1, dtype=torch.int32)
+    indptr[1:] = torch.cumsum(row_lens, 0)
+    size = verify_decode_kv_indices_len(int(prefix.sum()), len(prefix), W)
+    out = torch.full((size + 5,), -1, dtype=torch.int64)
+    pack_verify_decode_kv_indices(
+        backend.kv_index_translator,
+        None,
+        req_pool_indices=req_rows,
+        seq_lens=prefix,
+        num_tokens_per_req=W,
+        row_kv_indptr=indptr,
+        out=out,
+    )
+    expected = _row_ids(table, req_rows, prefix)
+    assert int(indptr[-1]) == size == len(expected)
+    assert torch.equal(out[:size], expected)
+    assert torch.equal(out[size:], torch.full((5,), -1))  # nothing written past the rows
+
+
+def test_eager_metadata_holds_the_rows(case):
+    """The rows are built in ``init_forward_metadata``, once per forward, not by each layer."""
+    backend = _verify_backend(case, verify_as_decode=True)
+    slots = case[0]
+    backend.init_forward_metadata(verify_batch(REQ_ROWS, PREFIX, _draft_locs(slots), W))
+    md = backend.forward_metadata
+    expected = _row_ids(backend.req_to_token, REQ_ROWS, PREFIX)
+    assert torch.equal(
+        md.kv_indptr[1:],
+        torch.cumsum((PREFIX[:, None] + torch.arange(1, W + 1)).reshape(-1), 0).int(),
+    )
+    assert torch.equal(md.kv_indices, expected)
+
+
 def test_eager_verify_rows_equal_decode(case):
-    assert torch.equal(_verify_eager(case, verify_as_decode=True), _base_decode(case))
+    backend = _verify_backend(case, verify_as_decode=True)
+    assert torch.equal(_verify_eager(case, backend), _base_decode(case))
+
+
+def test_eager_rows_in_launches_of_two_equal_decode(case):
+    """With more rows than the request pool holds, eager verify launches the decode
+    kernel a few rows at a time, with split buffers of that many rows only."""
+    backend = _verify_backend(case, verify_as_decode=True)
+    backend.verify_as_decode_chunk_rows = 2
+    out = _verify_eager(case, backend)
+    assert backend.forward_metadata.attn_logits.shape[0] == 2
+    assert torch.equal(out, _base_decode(case))
 
 
 def test_graph_path_with_padded_rows_equals_decode(case):
     assert torch.equal(_verify_graph_path(case, pad=2), _base_decode(case))
 
 
+def test_graph_state_adds_no_row_sized_index_buffer(case):
+    """The rows live in ``cuda_graph_kv_indices``: the route's CUDA-graph state
+    is the previous verify path's plus the rows' ``kv_indptr`` and room for the
+    drafts' ``1 + ... + W`` ids per request."""
+
+    def graph_bytes(verify_as_decode: bool) -> int:
+        backend = _verify_backend(case, verify_as_decode=verify_as_decode)
+        backend.init_cuda_graph_state(max_bs=4, max_num_tokens=4 * W)
+        return sum(
+            t.numel() * t.element_size()
+            for name, t in vars(backend).items()
+            if name.startswith("cuda_graph_") and isinstance(t, torch.Tensor)
+        )
+
+    extra = graph_bytes(True) - graph_bytes(False)
+    assert extra == (4 * W + 1) * 4 + 4 * (W * (W + 1) // 2) * 8
+
+
 def test_previous_verify_path_differs_from_decode(case):
     """Negative control: the unified extend kernel is not decode's arithmetic."""
-    extend, decode = _verify_eager(case, verify_as_decode=False), _base_decode(case)
+    extend = _verify_eager(case, _verify_backend(case, verify_as_decode=False))
+    decode = _base_decode(case)
     assert not torch.equal(extend, decode)
     # ...but it attends over the same keys: the rows agree to bf16 rounding.
     torch.testing.assert_close(extend, decode, atol=2e-2, rtol=2e-2)
+
+
+def _blocker(attn_type, ragged_mode: str = "static"):
+    """What the backend's start-up check names for a linear-chain target (DSpark)
+    whose one attention layer has ``attn_type``."""
+    from types import SimpleNamespace
+
+    from sglang.srt.environ import envs
+    from sglang.srt.layers.radix_attention import RadixAttention
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    model = torch.nn.Sequential(
+        RadixAttention(S.heads, S.dim, S.dim**-0.5, S.kv_heads, layer_id=0, attn_type=attn_type)
+    )
+    runner = SimpleNamespace(
+        spec_algorithm=SpeculativeAlgorithm.from_string("DSPARK"),
+        model_config=SimpleNamespace(is_encoder_decoder=False),
+        model=model,
+    )
+    backend = make_backend(S, num_tokens_per_req=W, verify_as_decode=False)
+    backend.sliding_window_size = None
+    with envs.SGLANG_RAGGED_VERIFY_MODE.override(ragged_mode):
+        return backend._verify_as_decode_blocker(runner)
+
+
+def test_start_up_check_names_what_keeps_verify_on_the_extend_kernel(sglang_tree):
+    """The rows replace the prefix the extend kernel reads, so a non-causal layer
+    (which would fall back to it) and a ragged verify (rows of unequal width)
+    keep the extend kernel; a causal decoder with a static verify takes the route."""
+    from sglang.srt.layers.radix_attention import AttentionType
+
+    assert _blocker(AttentionType.DECODER) is None
+    assert _blocker(AttentionType.DECODER_BIDIRECTIONAL) == "non-causal attention layers"
+    assert _blocker(AttentionType.ENCODER_ONLY) == "non-causal attention layers"
+    assert "ragged verify" in _blocker(AttentionType.DECODER, ragged_mode="compact")

@@ -131,6 +131,7 @@ def triton_attention_backend(
         target_verify_num_tokens_per_req=num_tokens_per_req,
         topk=1,
         verify_as_decode=deterministic and hasattr(TritonAttnBackend, "_forward_verify_as_decode"),
+        verify_as_decode_chunk_rows=req_rows,  # __init__: the request pool size
         kv_indptr=torch.zeros(req_rows + 1, dtype=torch.int32, device=device),
         qo_indptr=torch.zeros(req_rows + 1, dtype=torch.int64, device=device),
         mask_indptr=torch.zeros(req_rows + 1, dtype=torch.int64, device=device),
