@@ -11,7 +11,7 @@ if [ ! -d /tmp/gdn-parity-gpu/series ]; then
 fi
 # The series' own upstream-style CUDA tests, from the patched tree.
 python3 - <<'PY' 2>&1 | tee "${TESTS_OUT:-$OUT}/upstream_tests.log" | tail -30
-import sys, unittest, importlib.util
+import importlib.util, os, sys, unittest
 from pathlib import Path
 from gdn_parity.sandbox.bare_import import import_sglang_from
 tree = Path("/tmp/gdn-parity-gpu/series")
@@ -26,6 +26,9 @@ suite = unittest.TestSuite()
 # Every CUDA test the series registers: the GDN kernels' and the Triton attention's.
 paths = sorted(tree.glob("test/registered/unit/layers/attention/linear/kernels/test_gdn_*.py"))
 paths += sorted(tree.glob("test/registered/unit/layers/attention/test_triton_verify_as_decode.py"))
+# TESTS_MATCH=a,b keeps the test files whose name contains one of the words.
+words = [w for w in os.environ.get("TESTS_MATCH", "").split(",") if w]
+paths = [p for p in paths if not words or any(w in p.name for w in words)]
 for path in paths:
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
