@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cli import assert_refused
+from helpers.cli import assert_refused, sigint_as_a_terminal
 
 HEADER = {"type": "header", "format": "sglang-gdn-state-trace", "version": 1}
 DIGEST = {"sha256": "s", "dtype": "bfloat16", "shape": [1], "absmax": 1.0, "l2": 1.0}
@@ -189,6 +189,7 @@ def test_ctrl_c_exits_130_with_a_short_message():
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_a_terminal,
     )
     try:
         assert connected.wait(30), "repro never connected"
