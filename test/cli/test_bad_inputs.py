@@ -349,7 +349,23 @@ def test_a_target_that_is_not_sglang_0523_is_refused(verb, target, message, tmp_
 def test_another_python_without_sglang_is_refused(verb, tmp_path, run_cli):
     assert_refused(run_cli(verb, "--python", sys.executable), "no sglang package is installed")
     assert_refused(run_cli(verb, "--python", str(tmp_path / "python")), "cannot run")
-    assert_refused(run_cli(verb, "--python", "/bin/false"), "failed to look for sglang")
+    assert_refused(
+        run_cli(verb, "--python", "/bin/false"),
+        "--python /bin/false failed to look for sglang: it exited with status 1 and printed "
+        "nothing",
+    )
+    # Programs that exit 0 without running the probe (echo prints it back) are no Python.
+    for program in ("/bin/true", "/bin/echo"):
+        assert_refused(
+            run_cli(verb, "--python", program), f"--python {program} is not a Python interpreter"
+        )
+    failing = tmp_path / "failing-python"
+    failing.write_text("#!/bin/sh\necho first >&2\necho 'ImportError: no site' >&2\nexit 3\n")
+    failing.chmod(0o755)
+    assert_refused(
+        run_cli(verb, "--python", str(failing)),
+        f"--python {failing} failed to look for sglang: ImportError: no site",
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     assert_refused(run_cli(verb, "--site-packages", env=env), "no sglang package is installed")
 
