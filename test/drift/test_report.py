@@ -27,8 +27,8 @@ def test_the_verdict_is_one_line_per_run_naming_the_earliest_divergence():
     line = verdict(TABLE)
     assert "\n" not in line
     assert line == (
-        "0.5.23 leaves Base's tokens in 2 of 3 modes (first at output index 5, "
-        "forced-reject g=2), its state differs in 3 of 3; "
+        "0.5.23 diverges from Base's tokens at output index 5 (forced-reject g=2; 2 of 3 "
+        "modes diverge), its state differs in 3 of 3; "
         "exact-parity keeps Base's tokens and states bitwise in all 3 modes."
     )
 

@@ -114,7 +114,8 @@ def _token_index(row: Row) -> int | None:
 
 
 def verdict(table: list[Row]) -> str:
-    """One line: per variant, how many speculative modes leave Base's tokens and its state."""
+    """One line: per variant, in how many speculative modes the tokens diverge from Base's
+    (and at which output index first), and in how many the committed state differs."""
     clauses = []
     for variant in dict.fromkeys(r.variant for r in table):
         modes = [r for r in table if r.variant == variant and r.label != "base"]
@@ -130,8 +131,8 @@ def verdict(table: list[Row]) -> str:
         if parted:
             first = min(parted, key=lambda r: _token_index(r))
             tokens = (
-                f"leaves Base's tokens in {len(parted)} of {len(modes)} modes "
-                f"(first at output index {_token_index(first)}, {first.label})"
+                f"diverges from Base's tokens at output index {_token_index(first)} "
+                f"({first.label}; {len(parted)} of {len(modes)} modes diverge)"
             )
         else:
             tokens = f"keeps Base's tokens in all {len(modes)} modes"
