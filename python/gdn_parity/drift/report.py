@@ -154,8 +154,17 @@ LEGEND = "\n".join(
         "- **A state can differ while the tokens agree**: a token is the argmax of the "
         "logits, and a small state difference moves the logits only a little. The argmax "
         "stays put until the difference, carried forward by the recurrence, grows enough "
-        "(or two logits are close enough) to flip a token; so states part first and tokens "
-        "later, or not within the run.",
+        "(or two logits are close enough) to flip a token; so the states differ first and "
+        "the tokens diverge later, or not within the run.",
+        "- **forced reject is the same at every gamma**: a forced-reject round commits only "
+        "verify step 0 (the anchor's row) and emits the target's argmax at that row; the "
+        "drafts feed only rows 1..gamma, which are thrown away. On the row-wise stack nothing "
+        "in row 0 reads a later row (the conv update and the GDN verify kernels run a "
+        "request's tokens in order and store the state after each; attention is causal and "
+        "computed one row at a time; everything else is per row), so every gamma commits "
+        "the same states and emits the same tokens, and the rows differ only in `accepted`. "
+        "On the server stack row 0 also shares GEMMs over bs*(gamma+1) rows and a verify "
+        "attention kernel with the drafts, so there the rows can differ.",
         "- **accepted**: drafts accepted / drafts proposed (forced reject accepts none).",
         "- **output sha256**: sha256 of the comma-joined output ids, as `gdn-parity repro` "
         "and sglang#35150 hash them.",
