@@ -56,27 +56,27 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def positive_int_list(text: str) -> list[int]:
-    """``1,2,3``: every item an integer of at least 1, no empty item."""
+def _comma_list(text: str, item: Callable[[str], float], kind: str, example: str) -> list:
+    """``text`` split at commas, each item converted; no empty item."""
     try:
-        values = [int(x) for x in text.split(",")]
+        return [item(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a comma-separated list of integers, e.g. 1,2,3"
+            f"{text!r} is not a comma-separated list of {kind}, e.g. {example}"
         ) from None
+
+
+def positive_int_list(text: str) -> list[int]:
+    """``1,2,3``: every item an integer of at least 1."""
+    values = _comma_list(text, int, "integers", "1,2,3")
     if min(values) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: every item must be at least 1")
     return values
 
 
 def probability_list(text: str) -> list[float]:
-    """``0.5,0.9``: every item a number in [0, 1], no empty item."""
-    try:
-        values = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a comma-separated list of numbers, e.g. 0.5,0.9"
-        ) from None
+    """``0.5,0.9``: every item a number in [0, 1]."""
+    values = _comma_list(text, float, "numbers", "0.5,0.9")
     if not all(0 <= v <= 1 for v in values):  # NaN fails too
         raise argparse.ArgumentTypeError(f"{text!r}: every item must be a probability in [0, 1]")
     return values
