@@ -6,6 +6,7 @@ None of these needs a materialised tree: each check comes before any work.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -18,9 +19,20 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cli import assert_refused
+from gdn_parity.cli.main import build_parser
+from helpers.cli import assert_refused, sigint_as_a_terminal
 
 HEADER = {"type": "header", "format": "sglang-gdn-state-trace", "version": 1}
+VERBS = sorted(
+    next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+)
+# What each verb needs before an unknown argument is the only thing wrong.
+REQUIRED = {
+    "apply": ["TARGET"],
+    "status": ["TARGET"],
+    "trace-diff": ["BASE", "SPEC"],
+    "repro": ["--base-url", "http://h:1", "--spec-url", "http://h:1"],
+}
 DIGEST = {"sha256": "s", "dtype": "bfloat16", "shape": [1], "absmax": 1.0, "l2": 1.0}
 
 
@@ -110,7 +122,7 @@ def test_trace_diff_reads_a_gzipped_trace(tmp_path, good_trace, run_cli):
 
 def test_trace_diff_refuses_a_negative_context(good_trace, run_cli):
     proc = run_cli("trace-diff", str(good_trace), str(good_trace), "--context", "-1")
-    assert_refused(proc, "--context must be at least 0")
+    assert_refused(proc, "trace-diff: error: argument --context: '-1' must be at least 0")
 
 
 # --- repro --------------------------------------------------------------------
@@ -159,9 +171,10 @@ def test_repro_refuses_input_ids_that_are_not_token_ids(content, message, tmp_pa
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--timeout", "0"], "--timeout must be a positive number"),
-        (["--timeout", "nan"], "--timeout must be a positive number"),
-        (["--timeout", "inf"], "--timeout must be a positive number"),
+        (["--timeout", "0"], "argument --timeout: '0' is not a positive number of seconds"),
+        (["--timeout", "nan"], "argument --timeout: 'nan' is not a positive number"),
+        (["--timeout", "inf"], "argument --timeout: 'inf' is not a positive number"),
+        (["--timeout", "x"], "argument --timeout: 'x' is not a positive number"),
         (["--repeats", "0"], "argument --repeats: '0' must be at least 1"),
         (["--max-new-tokens", "x"], "argument --max-new-tokens: 'x' is not an integer"),
         ([], "the following arguments are required: --base-url, --spec-url"),
@@ -189,6 +202,7 @@ def test_ctrl_c_exits_130_with_a_short_message():
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_a_terminal,
     )
     try:
         assert connected.wait(30), "repro never connected"
@@ -215,15 +229,18 @@ def test_ctrl_c_exits_130_with_a_short_message():
         (["--gammas", "1,"], "is not a comma-separated list of integers"),
         (["--gammas", "a"], "is not a comma-separated list of integers"),
         (["--accept-rates", "0.5,,0.9"], "argument --accept-rates: '0.5,,0.9' is not"),
-        (["--accept-rates", "nan"], "--accept-rates are probabilities in [0, 1]"),
+        (["--accept-rates", "nan"], "argument --accept-rates: 'nan': every item must be a prob"),
+        (["--accept-rates", "0.5,1.5"], "argument --accept-rates: '0.5,1.5': every item must"),
+        (["--gammas", "0"], "argument --gammas: '0': every item must be at least 1"),
+        (["--gammas", "1,-2"], "argument --gammas: '1,-2': every item must be at least 1"),
         (["--size", "huge"], "argument --size: invalid choice: 'huge'"),
         (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
         (["--ssm-dtype", "int8"], "argument --ssm-dtype: invalid choice"),
-        (["--variants", "0.5.23,nightly"], "no variant 'nightly'"),
-        (["--variants", "0.5.23,0.5.23"], "names a variant twice"),
-        (["--tokens", "0"], "argument --tokens: '0' must be at least 1"),
-        (["--natural-gamma", "0"], "every gamma must be at least 1"),
-        (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["--variants", "0.5.23,nightly"], "argument --variants: no variant 'nightly'"),
+        (["--variants", "0.5.23,0.5.23"], "argument --variants: '0.5.23,0.5.23' names a variant"),
+        (["--tokens", "1"], "argument --tokens: '1' must be at least 2"),
+        (["--natural-gamma", "0"], "argument --natural-gamma: '0' must be at least 1"),
+        (["--frobnicate"], "gdn-parity demo: error: unrecognized arguments: --frobnicate"),
     ],
 )
 def test_demo_refuses_bad_arguments_before_any_work(args, message, tmp_path, run_cli):
@@ -262,8 +279,8 @@ def test_cuda_without_cuda_is_refused_at_start_up(verb, tmp_path, run_cli):
         (["--variant", "nightly"], "argument --variant: invalid choice: 'nightly'"),
         (["--port", "70000"], "argument --port: '70000' is not in 0-65535"),
         (["--port", "http"], "argument --port: 'http' is not a port number"),
-        (["--gamma", "0"], "--gamma must be at least 1"),
-        (["--context-length", "1"], "--context-length must be at least 16"),
+        (["--gamma", "0"], "argument --gamma: '0' must be at least 1"),
+        (["--context-length", "1"], "argument --context-length: '1' must be at least 16"),
         (["--mode", "natural"], "argument --mode: invalid choice"),
     ],
 )
@@ -303,6 +320,23 @@ def test_a_missing_series_is_refused_only_by_verbs_that_need_it(tmp_path, good_t
 @pytest.mark.parametrize("args", [[], ["frobnicate"]])
 def test_a_missing_or_unknown_verb_is_refused(args, run_cli):
     assert_refused(run_cli(*args), "gdn-parity: error:")
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_usage_error_points_at_the_verbs_own_help(verb, run_cli):
+    """argparse hands a verb's unknown arguments to the top level, whose help is the wrong one."""
+    assert_refused(
+        run_cli(verb, *REQUIRED.get(verb, []), "--frobnicate"),
+        f"gdn-parity {verb}: error: unrecognized arguments: --frobnicate "
+        f"(see gdn-parity {verb} --help)",
+    )
+
+
+def test_an_unknown_option_before_the_verb_is_the_top_levels(run_cli):
+    assert_refused(
+        run_cli("--frobnicate", "check"),
+        "gdn-parity: error: unrecognized arguments: --frobnicate (see gdn-parity --help)",
+    )
 
 
 # --- status and apply: the target is checked before anything else ------------------
@@ -348,7 +382,23 @@ def test_a_target_that_is_not_sglang_0523_is_refused(verb, target, message, tmp_
 def test_another_python_without_sglang_is_refused(verb, tmp_path, run_cli):
     assert_refused(run_cli(verb, "--python", sys.executable), "no sglang package is installed")
     assert_refused(run_cli(verb, "--python", str(tmp_path / "python")), "cannot run")
-    assert_refused(run_cli(verb, "--python", "/bin/false"), "failed to look for sglang")
+    assert_refused(
+        run_cli(verb, "--python", "/bin/false"),
+        "--python /bin/false failed to look for sglang: it exited with status 1 and printed "
+        "nothing",
+    )
+    # Programs that exit 0 without running the probe (echo prints it back) are no Python.
+    for program in ("/bin/true", "/bin/echo"):
+        assert_refused(
+            run_cli(verb, "--python", program), f"--python {program} is not a Python interpreter"
+        )
+    failing = tmp_path / "failing-python"
+    failing.write_text("#!/bin/sh\necho first >&2\necho 'ImportError: no site' >&2\nexit 3\n")
+    failing.chmod(0o755)
+    assert_refused(
+        run_cli(verb, "--python", str(failing)),
+        f"--python {failing} failed to look for sglang: ImportError: no site",
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     assert_refused(run_cli(verb, "--site-packages", env=env), "no sglang package is installed")
 
@@ -357,4 +407,6 @@ def test_another_python_without_sglang_is_refused(verb, tmp_path, run_cli):
 def test_two_targets_at_once_are_refused(verb, tmp_path, run_cli):
     proc = run_cli(verb, str(tmp_path), "--python", sys.executable)
     assert_refused(proc, "not allowed with argument")
-    assert_refused(run_cli(verb), "name a TARGET, or pass --python")
+    proc = run_cli(verb)
+    assert_refused(proc, "one of the arguments target --python --site-packages is required")
+    assert proc.stderr.endswith(f"(see gdn-parity {verb} --help)\n")

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from helpers.cli import assert_refused
+from helpers.cli import assert_refused, sigint_as_a_terminal
 
 
 @pytest.mark.needs_tree
@@ -56,6 +56,7 @@ def test_an_interrupted_demo_exits_130_and_leaves_no_output_directory(series, tm
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_a_terminal,
     )
     try:
         for line in proc.stderr:  # the note before the workers start

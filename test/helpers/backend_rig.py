@@ -1,11 +1,11 @@
-"""The real GDNAttnBackend, and HybridLinearAttnBackend's commit, on hand-built real pools.
+"""The real GDNAttnBackend, and HybridLinearAttnBackend's commit, on real pools.
 
-The backends are made without ``__init__`` (which needs a ModelRunner and a
-GPU-sized pool). Every attribute the decode, target-verify and commit paths
-read is set to a real sglang object or tensor: the kernel dispatcher,
-``ForwardMetadata``, a ``MambaPool.SpeculativeState`` holding every layer's
-conv/SSM pools and verify scratch, and a forward batch with the fields those
-paths read. The commit runs sglang's scatter kernels, which need CUDA.
+The GDN backend and its ``MambaPool.SpeculativeState`` (every layer's conv/SSM
+pools and verify scratch) are built as the server stack builds them
+(``gdn_parity.drift.model.server.backends``: no ``__init__``, which needs a
+ModelRunner); the rig adds ``ForwardMetadata`` and forward batches with the
+fields the decode, target-verify and commit paths read. The commit runs
+sglang's scatter kernels, which need CUDA.
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
+
+from gdn_parity.drift.model.config import ModelConfig
+from gdn_parity.drift.model.server import backends
+from gdn_parity.drift.model.server.numerics import ServerNumerics
 
 
 @dataclass(frozen=True)
@@ -30,34 +34,34 @@ class Shape:
     def conv_dim(self) -> int:
         return 2 * self.h * self.k + self.hv * self.v
 
+    @property
+    def config(self) -> ModelConfig:
+        """A model with one GDN layer of this geometry (K = V, as the harness's)."""
+        assert self.k == self.v, "the harness's GDN layers have K = V"
+        return ModelConfig(
+            name="gdn-rig", hidden=64, layers=1, intermediate=128, gdn_k_heads=self.h,
+            gdn_v_heads=self.hv, gdn_head_dim=self.k, attn_heads=2, attn_kv_heads=1,
+            attn_head_dim=16, conv_width=self.w,
+        )  # fmt: skip
+
 
 def make_layer(layer_id: int, s: Shape, gen: torch.Generator, device: str) -> SimpleNamespace:
-    """The attributes of a RadixLinearAttention that the GDN backend reads."""
-    return SimpleNamespace(
-        layer_id=layer_id,
-        conv_weights=(torch.randn(s.conv_dim, s.w, generator=gen) * 0.5).bfloat16().to(device),
-        bias=None,
-        activation="silu",
+    """A RadixLinearAttention's attributes, with seeded random weights."""
+    weights = SimpleNamespace(
+        conv=(torch.randn(s.conv_dim, s.w, generator=gen) * 0.5).bfloat16().to(device),
         A_log=torch.randn(s.hv, generator=gen).to(device),
         dt_bias=torch.randn(s.hv, generator=gen).to(device),
-        head_q_dim=s.k,
-        head_k_dim=s.k,
-        head_v_dim=s.v,
-        num_q_heads=s.h,
-        num_k_heads=s.h,
-        num_v_heads=s.hv,
-        q_dim=s.h * s.k,
-        k_dim=s.h * s.k,
-        v_dim=s.hv * s.v,
     )
+    return backends.gdn_layer(layer_id, s.config, weights)
 
 
 class BackendRig:
+    """One GDN layer (``layer_id``) of ``s.n`` requests in slots ``indices`` of ``s.n + 1``."""
+
     def __init__(
         self,
-        layer_ids: list[int],
+        layer_id: int,
         s: Shape,
-        slots: int,
         indices: torch.Tensor,
         ssm_dtype: torch.dtype,
         device: str,
@@ -68,51 +72,16 @@ class BackendRig:
         from sglang.srt.layers.attention.hybrid_linear_attn_backend import (
             HybridLinearAttnBackend,
         )
-        from sglang.srt.layers.attention.linear.gdn_backend import (
-            GDNAttnBackend,
-            GDNKernelDispatcher,
-        )
-        from sglang.srt.layers.attention.linear.utils import LinearAttnKernelBackend
-        from sglang.srt.mem_cache.memory_pool import MambaPool
 
-        layers, window = len(layer_ids), (s.conv_dim, s.w - 1)
         self.s, self.indices, self.device = s, indices, device
-        self.state = MambaPool.SpeculativeState(
-            conv=[torch.zeros(layers, slots, *window, dtype=torch.bfloat16, device=device)],
-            temporal=torch.zeros(layers, slots, s.hv, s.v, s.k, dtype=ssm_dtype, device=device),
-            intermediate_ssm=torch.zeros(
-                layers, slots + 1, s.d, s.hv, s.v, s.k, dtype=ssm_dtype, device=device
-            ),
-            intermediate_conv_window=[
-                torch.zeros(layers, slots + 1, s.d, *window, dtype=torch.bfloat16, device=device)
-            ],
+        self.state = backends.speculative_state(
+            s.config, s.n, s.d, ssm_dtype, torch.bfloat16, device
         )
-        mamba_map = {layer_id: i for i, layer_id in enumerate(layer_ids)}
-        triton = LinearAttnKernelBackend.TRITON
-        gdn = GDNAttnBackend.__new__(GDNAttnBackend)
-        gdn.kernel_dispatcher = GDNKernelDispatcher(triton, triton, triton)
-        gdn.verify_exact_parity = exact_parity
-        gdn.state_trace = state_trace
-        gdn.mis_metadata = None
-        gdn._use_strided_target_verify_qkv = True
-        # Request slot i owns scratch row i (build_verify_intermediate_state_indices
-        # sizes this from the runtime's batch limits, which a unit test has not published).
-        gdn.verify_intermediate_state_indices = torch.arange(
-            slots + 1, dtype=torch.int32, device=device
-        )
-        gdn.req_to_token_pool = SimpleNamespace(
-            size=slots,
-            mamba_pool=SimpleNamespace(),
-            mamba_map=mamba_map,
-            mamba2_layer_cache=lambda layer_id: self.state.at_layer_idx(mamba_map[layer_id]),
-            get_speculative_mamba2_params_all_layers=lambda: self.state,
-            short_conv_pool=SimpleNamespace(conv_state=None, intermediate_conv_state=None),
-            ngram_pool=SimpleNamespace(context=None, intermediate_context=None),
-        )
-        gdn.accept_lens_pool = None
-        self.gdn = gdn
+        numerics = ServerNumerics(deterministic=False, exact_parity=exact_parity)
+        self.gdn = backends.gdn_backend(self.state, [layer_id], numerics, s.n, device)
+        self.gdn.state_trace = state_trace
         self.hybrid = HybridLinearAttnBackend.__new__(HybridLinearAttnBackend)
-        self.hybrid.linear_attn_backend = gdn
+        self.hybrid.linear_attn_backend = self.gdn
 
     def _metadata(self, tokens_per_request: int, target_verify: bool):
         from sglang.srt.layers.attention.mamba.mamba2_metadata import ForwardMetadata

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 
 
@@ -12,3 +13,13 @@ def assert_refused(proc: subprocess.CompletedProcess, fragment: str) -> None:
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
     assert fragment in lines[0], proc.stderr
+
+
+def sigint_as_a_terminal() -> None:
+    """``preexec_fn`` for a child that a test interrupts with SIGINT, as Ctrl-C would.
+
+    A child inherits an ignored SIGINT (pytest under ``nohup``, or a CI runner that
+    ignores it), and Python installs its KeyboardInterrupt handler only over the
+    default disposition; so the child restores the default before it runs.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -52,14 +52,7 @@ def _rig(tmp_path, name, conv, ssm, exact_parity=False):
 
     trace = GDNStateTrace(str(tmp_path / name), {"model": "rig"})
     rig = BackendRig(
-        [3],
-        S,
-        S.n + 1,
-        INDICES,
-        torch.bfloat16,
-        "cpu",
-        exact_parity=exact_parity,
-        state_trace=trace,
+        3, S, INDICES, torch.bfloat16, "cpu", exact_parity=exact_parity, state_trace=trace
     )
     rig.state.conv[0][0].copy_(conv)
     rig.state.temporal[0].copy_(ssm)
@@ -110,15 +103,13 @@ def test_verify_records_the_input_and_every_step_snapshot(sglang_tree, tmp_path,
 def test_the_harness_gdn_layer_is_the_backend(sglang_tree, tmp_path, rows, exact_parity):
     from sglang.srt.layers.attention.linear.gdn_state_trace import GDNStateTrace
 
-    from gdn_parity.drift.model.config import ModelConfig
     from gdn_parity.drift.model.gdn import GDNLayer, GDNPools, TraceStep
     from gdn_parity.drift.model.kernels import load_kernels
 
     layer, conv, ssm, x, a, b = rows
-    config = ModelConfig("t", 32, 4, 64, S.h, S.hv, S.k, 2, 1, 16)
     weights = SimpleNamespace(conv=layer.conv_weights, A_log=layer.A_log, dt_bias=layer.dt_bias)
-    harness = GDNLayer(3, 0, weights, config, load_kernels())
-    pools = GDNPools(config, S.d, torch.bfloat16, torch.bfloat16, "cpu")
+    harness = GDNLayer(3, 0, weights, S.config, load_kernels())
+    pools = GDNPools(S.config, S.d, torch.bfloat16, torch.bfloat16, "cpu")
     pools.conv[0][0].copy_(conv)
     pools.temporal[0].copy_(ssm)
     positions = torch.tensor([40, 41, 42, 5, 6, 7])

@@ -138,7 +138,7 @@ def batch():
 
 
 def _verify(flag, layer, pools, x, a, b):
-    rig = BackendRig([0], S, S.n + 1, INDICES, torch.bfloat16, "cpu", exact_parity=flag)
+    rig = BackendRig(0, S, INDICES, torch.bfloat16, "cpu", exact_parity=flag)
     rig.state.conv[0][0].copy_(pools[0])
     rig.state.temporal[0].copy_(pools[1])
     positions = torch.arange(S.n * S.d)

@@ -22,31 +22,20 @@ CONV_DIM, HV, K, V, W = S.conv_dim, S.hv, S.k, S.v, S.w
 
 
 def _extend_with_track(conv_dtype):
-    from sglang.srt.layers.attention.linear.gdn_backend import (
-        GDNAttnBackend,
-        GDNKernelDispatcher,
-    )
-    from sglang.srt.layers.attention.linear.utils import LinearAttnKernelBackend
     from sglang.srt.layers.attention.mamba.mamba2_metadata import ForwardMetadata
-    from sglang.srt.mem_cache.memory_pool import MambaPool
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    from gdn_parity.drift.model.server import backends
+    from gdn_parity.drift.model.server.numerics import ServerNumerics
 
     gen = torch.Generator().manual_seed(5)
     layer = make_layer(0, S, gen, "cpu")
     seq, slots = 8, 3
-    conv = torch.zeros(slots, CONV_DIM, W - 1, dtype=conv_dtype)
-    state = MambaPool.State(conv=[conv], temporal=torch.zeros(slots, HV, V, K))
-    triton = LinearAttnKernelBackend.TRITON
-    backend = GDNAttnBackend.__new__(GDNAttnBackend)  # __init__ needs a ModelRunner
-    backend.kernel_dispatcher = GDNKernelDispatcher(triton, triton, triton)
-    backend.verify_exact_parity = False
-    backend.state_trace = None
-    backend.mis_metadata = None
-    backend._use_strided_target_verify_qkv = True
-    backend.requires_contiguous_prefill_state = False
-    backend.req_to_token_pool = SimpleNamespace(
-        size=slots, mamba_pool=SimpleNamespace(), mamba2_layer_cache=lambda layer_id: state
-    )
+    state = backends.speculative_state(S.config, slots - 1, 1, torch.float32, conv_dtype, "cpu")
+    conv = state.conv[0][0]
+    numerics = ServerNumerics(deterministic=False, exact_parity=False)
+    backend = backends.gdn_backend(state, [0], numerics, slots - 1, "cpu")
+    backend.requires_contiguous_prefill_state = False  # what prefill reads
     track_rows = torch.tensor([[2, 3, 4]])  # the conv window after token 4, into slot 2
     backend.forward_metadata = ForwardMetadata(
         query_start_loc=torch.tensor([0, seq], dtype=torch.int32),

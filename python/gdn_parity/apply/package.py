@@ -33,12 +33,16 @@ def site_packages_sglang() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-# Run by another interpreter: where its ``import sglang`` would come from (without importing it).
-_FIND_SGLANG = """
-import importlib.util
+# Run by another interpreter: where its ``import sglang`` would come from (without importing
+# it), as one tagged line, so that a program that is not Python cannot pass for one.
+_ANSWER = "gdn-parity-sglang-location "
+_FIND_SGLANG = f"""
+import importlib.util, json
 spec = importlib.util.find_spec("sglang")
+found = None
 if spec is not None and spec.submodule_search_locations:
-    print(next(iter(spec.submodule_search_locations)))
+    found = next(iter(spec.submodule_search_locations))
+print({_ANSWER!r} + json.dumps(found))
 """
 
 
@@ -52,15 +56,36 @@ def python_sglang(python: Path) -> Path:
             timeout=120,
             cwd="/",  # not the caller's directory: only what that Python has installed
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GdnParityError(f"cannot run {python} as a Python interpreter ({exc})") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise GdnParityError(f"--python {python} did not answer within 120 s") from exc
+    except OSError as exc:
+        raise GdnParityError(
+            f"cannot run --python {python} as a Python interpreter: {exc.strerror or exc}"
+        ) from exc
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-        raise GdnParityError(f"{python} failed to look for sglang: {last}")
-    found = proc.stdout.strip()
-    if not found:
+        raise GdnParityError(f"--python {python} failed to look for sglang: {_failure(proc)}")
+    answers = [
+        line[len(_ANSWER) :] for line in proc.stdout.splitlines() if line.startswith(_ANSWER)
+    ]
+    if len(answers) != 1:
+        raise GdnParityError(
+            f"--python {python} is not a Python interpreter: it exited 0 without printing "
+            "where sglang is"
+        )
+    found = json.loads(answers[0])
+    if found is None:
         raise GdnParityError(f"no sglang package is installed for {python}")
     return Path(found)
+
+
+def _failure(proc: subprocess.CompletedProcess) -> str:
+    """One line: the last line of what the process said, or how it ended."""
+    said = proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines()
+    if said:
+        return said[-1].strip()
+    if proc.returncode < 0:
+        return f"it was killed by signal {-proc.returncode} and printed nothing"
+    return f"it exited with status {proc.returncode} and printed nothing"
 
 
 def package_version(target: Path) -> str:

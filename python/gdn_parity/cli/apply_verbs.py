@@ -8,7 +8,6 @@ from pathlib import Path
 from gdn_parity.apply.package import python_sglang, site_packages_sglang
 from gdn_parity.apply.target import Target, open_target
 from gdn_parity.cli.options import series_of
-from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.changes import FileChange, series_changes
 from gdn_parity.queue.series import Series
@@ -21,8 +20,6 @@ def _target(args: argparse.Namespace, series: Series) -> Target:
         return open_target(site_packages_sglang(), series)
     if args.python:
         return open_target(python_sglang(Path(args.python)), series)
-    if args.target is None:
-        raise GdnParityError("name a TARGET, or pass --python /path/to/venv/bin/python")
     return open_target(Path(args.target).resolve(), series)
 
 
@@ -68,7 +65,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                 "neither the base's nor the series' bytes)."
             ),
         )
-        where = p.add_mutually_exclusive_group()
+        where = p.add_mutually_exclusive_group(required=True)
         where.add_argument(
             "target", nargs="?", help="sglang git checkout or sglang package directory"
         )

@@ -6,10 +6,9 @@ Neither needs the series.
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
-from gdn_parity.cli.options import positive_int
+from gdn_parity.cli.options import int_at_least, positive_int, positive_seconds
 from gdn_parity.debug.issue35150 import MAX_NEW_TOKENS
 from gdn_parity.errors import GdnParityError
 
@@ -17,8 +16,6 @@ from gdn_parity.errors import GdnParityError
 def cmd_trace_diff(args: argparse.Namespace) -> int:
     from gdn_parity.debug.trace_diff import diff_traces, read_trace, report
 
-    if args.context < 0:
-        raise GdnParityError("--context must be at least 0")
     base, spec = read_trace(Path(args.base)), read_trace(Path(args.spec))
     diff = diff_traces(base, spec, args.rid)
     if not diff.compared:
@@ -32,8 +29,6 @@ def cmd_repro(args: argparse.Namespace) -> int:
     from gdn_parity.debug.repro import load_input_ids, report, run_repro
     from gdn_parity.debug.sglang_client import check_base_url
 
-    if not (math.isfinite(args.timeout) and args.timeout > 0):
-        raise GdnParityError("--timeout must be a positive number of seconds")
     check_base_url(args.base_url)
     check_base_url(args.spec_url)
     ids = load_input_ids(Path(args.input_ids) if args.input_ids else None)
@@ -57,7 +52,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("base", help="the Base run's trace (JSONL)")
     p.add_argument("spec", help="the speculative run's trace (JSONL)")
     p.add_argument("--rid", help="compare only this request id")
-    p.add_argument("--context", type=int, default=2, help="positions shown around it (2)")
+    p.add_argument(
+        "--context", type=int_at_least(0), default=2, help="positions shown around it (2)"
+    )
     p.set_defaults(func=cmd_trace_diff)
 
     p = sub.add_parser(
@@ -79,6 +76,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--repeats", type=positive_int, default=1, help="send the request this many times (1)"
     )
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (600)")
+    p.add_argument(
+        "--timeout", type=positive_seconds, default=600.0, help="seconds per request (600)"
+    )
     p.add_argument("--rid", default="gdn-parity-repro", help="request id prefix (same on both)")
     p.set_defaults(func=cmd_repro)

@@ -7,15 +7,16 @@ import sys
 from pathlib import Path
 
 from gdn_parity.cli.options import (
-    float_list,
-    int_list,
+    int_at_least,
     port,
     positive_int,
+    positive_int_list,
+    probability_list,
     series_of,
     writable_dir,
 )
 from gdn_parity.drift.model.config import SIZES
-from gdn_parity.drift.run.variants import VARIANTS
+from gdn_parity.drift.run.variants import VARIANTS, Variant, variant_named
 from gdn_parity.errors import GdnParityError
 
 DEVICES = ("cpu", "cuda")
@@ -23,6 +24,17 @@ SSM_DTYPES = ("bfloat16", "float16", "float32")
 DEMO_VARIANTS = ("0.5.23", "beta-aligned", "exact-parity")
 # The harness server runs the row-wise stack, which has no deterministic-inference variant.
 SERVER_VARIANTS = [v.name for v in VARIANTS if not v.deterministic]
+
+
+def variant_list(text: str) -> list[Variant]:
+    """``--variants``: comma-separated names of ``VARIANTS``, each at most once."""
+    names = text.split(",")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"{text!r} names a variant twice")
+    try:
+        return [variant_named(name) for name in names]
+    except GdnParityError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _check_device(device: str, size: str) -> None:
@@ -46,18 +58,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from gdn_parity.debug.issue35150 import INPUT_IDS
     from gdn_parity.drift.demo import DemoPlan, run_demo
     from gdn_parity.drift.run.modes import demo_modes
-    from gdn_parity.drift.run.variants import variant_named
 
-    names = args.variants.split(",")
-    if len(set(names)) != len(names):
-        raise GdnParityError(f"--variants names a variant twice: {args.variants}")
-    variants = [variant_named(name) for name in names]
-    if any(g < 1 for g in args.gammas) or args.natural_gamma < 1:
-        raise GdnParityError("every gamma must be at least 1")
-    if any(not 0 <= p <= 1 for p in args.accept_rates):
-        raise GdnParityError("--accept-rates are probabilities in [0, 1]")
-    if args.tokens < 2:
-        raise GdnParityError("--tokens must be at least 2")
     out_dir = Path(args.out)
     writable_dir(out_dir, "--out")
     trace_dir = Path(args.trace) if args.trace else None
@@ -65,7 +66,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         writable_dir(trace_dir, "--trace")
     _check_device(args.device, args.size)
     plan = DemoPlan(
-        variants=variants,
+        variants=args.variants,
         size=args.size,
         device=args.device,
         prompt=list(INPUT_IDS),
@@ -88,12 +89,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_harness_server(args: argparse.Namespace) -> int:
     from gdn_parity.drift.harness_server import ServerPlan, listen, run_server
     from gdn_parity.drift.run.modes import Mode, ModeKind
-    from gdn_parity.drift.run.variants import variant_named, variant_tree
+    from gdn_parity.drift.run.variants import variant_tree
 
-    if args.gamma < 1:
-        raise GdnParityError("--gamma must be at least 1")
-    if args.context_length < 16:
-        raise GdnParityError("--context-length must be at least 16")
     trace_dir = Path(args.trace) if args.trace else None
     if trace_dir is not None:
         writable_dir(trace_dir, "--trace")
@@ -147,15 +144,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     _model_arguments(p)
     p.add_argument(
-        "--tokens", type=positive_int, default=32, help="new tokens per mode (default 32)"
+        "--tokens", type=int_at_least(2), default=32, help="new tokens per mode (default 32)"
     )
     p.add_argument(
-        "--gammas", type=int_list, default=[1, 2, 3, 4], help="forced-reject gammas (1,2,3,4)"
+        "--gammas",
+        type=positive_int_list,
+        default=[1, 2, 3, 4],
+        help="forced-reject gammas (1,2,3,4)",
     )
-    p.add_argument("--natural-gamma", type=int, default=3, help="gamma of the natural modes (3)")
+    p.add_argument(
+        "--natural-gamma", type=positive_int, default=3, help="gamma of the natural modes (3)"
+    )
     p.add_argument(
         "--accept-rates",
-        type=float_list,
+        type=probability_list,
         default=[0.5, 0.9],
         help="the drafter's acceptance rates for the natural modes (0.5,0.9)",
     )
@@ -174,6 +176,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--variants",
+        type=variant_list,
         default=",".join(DEMO_VARIANTS),
         help="comma-separated, from: "
         + "; ".join(f"{v.name} ({v.description})" for v in VARIANTS)
@@ -199,9 +202,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="the numerics (exact-parity)",
     )
     p.add_argument("--mode", default="base", choices=["base", "forced-reject"])
-    p.add_argument("--gamma", type=int, default=1, help="drafts per verify (forced-reject)")
+    p.add_argument(
+        "--gamma", type=positive_int, default=1, help="drafts per verify (forced-reject)"
+    )
     _model_arguments(p)
-    p.add_argument("--context-length", type=int, default=1024, help="tokens per request (1024)")
+    p.add_argument(
+        "--context-length", type=int_at_least(16), default=1024, help="tokens per request (1024)"
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port, default=30000, help="0 picks a free port (30000)")
     p.add_argument("--trace", help="write the GDN state trace (one file) to this directory")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from gdn_parity import __version__
 from gdn_parity.cli import apply_verbs, debug_verbs, drift_verbs, queue_verbs
@@ -25,6 +26,22 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class VerbParser(Parser):
+    """A verb's parser: an argument it does not know is its own usage error.
+
+    argparse leaves a verb's unknown arguments to the top-level parser, whose
+    message would point at ``gdn-parity --help`` instead of the verb's.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="gdn-parity",
@@ -37,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the patches/ directory of the series (default: the series this install ships, "
         "or the checkout's patches/)",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="VERB")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="VERB", parser_class=VerbParser
+    )
     queue_verbs.add_parsers(sub)
     apply_verbs.add_parsers(sub)
     drift_verbs.add_parsers(sub)

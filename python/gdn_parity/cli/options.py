@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
@@ -16,14 +18,22 @@ def series_of(args: argparse.Namespace) -> Series:
     return load_series(Path(args.patches) if args.patches else None)
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer no smaller than ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at least {low}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1)
 
 
 def port(text: str) -> int:
@@ -36,25 +46,40 @@ def port(text: str) -> int:
     return value
 
 
-def int_list(text: str) -> list[int]:
-    """``1,2,3``: every item an integer, no empty item."""
-    items = text.split(",")
+def positive_seconds(text: str) -> float:
     try:
-        return [int(x) for x in items]
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def _comma_list(text: str, item: Callable[[str], float], kind: str, example: str) -> list:
+    """``text`` split at commas, each item converted; no empty item."""
+    try:
+        return [item(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a comma-separated list of integers, e.g. 1,2,3"
+            f"{text!r} is not a comma-separated list of {kind}, e.g. {example}"
         ) from None
 
 
-def float_list(text: str) -> list[float]:
-    """``0.5,0.9``: every item a number, no empty item."""
-    try:
-        return [float(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a comma-separated list of numbers, e.g. 0.5,0.9"
-        ) from None
+def positive_int_list(text: str) -> list[int]:
+    """``1,2,3``: every item an integer of at least 1."""
+    values = _comma_list(text, int, "integers", "1,2,3")
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every item must be at least 1")
+    return values
+
+
+def probability_list(text: str) -> list[float]:
+    """``0.5,0.9``: every item a number in [0, 1]."""
+    values = _comma_list(text, float, "numbers", "0.5,0.9")
+    if not all(0 <= v <= 1 for v in values):  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r}: every item must be a probability in [0, 1]")
+    return values
 
 
 def writable_dir(path: Path, option: str) -> None:

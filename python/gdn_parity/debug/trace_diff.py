@@ -266,7 +266,7 @@ def report(base: Trace, spec: Trace, diff: Diff, context: int = 2) -> Iterable[s
     )
     if diff.token_divergence is not None:
         rid, position, expected, got = diff.token_divergence
-        yield f"tokens part at position {position}: base {expected}, spec {got} (rid {rid})"
+        yield f"tokens diverge at position {position}: base {expected}, spec {got} (rid {rid})"
     first = diff.first
     if first is None:
         yield "no divergence: every compared state is bitwise equal"

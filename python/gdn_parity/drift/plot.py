@@ -1,10 +1,11 @@
 """The demo's figure: per-layer GDN state divergence from Base against verify round.
 
 One panel per (speculative mode, variant); one line per GDN layer, the max
-absolute difference of the committed SSM state from Base decode's at the same
-position. A dotted line marks the first token divergence; rounds after it have
-no Base counterpart and are not drawn (the panel says so). Bitwise-equal panels
-say so too. The legend sits below the panels.
+absolute difference of its committed state (SSM or conv, whichever is larger)
+from Base decode's at the same position: per layer what the table's "max abs
+state diff" takes the maximum of over all layers. A dotted line marks the first
+token divergence; rounds after it have no Base counterpart and are not drawn (the
+panel says so). Bitwise-equal panels say so too. The legend sits below the panels.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gdn_parity.debug.tokens import first_divergence
-from gdn_parity.drift.run.results import ModeResult, VariantResult
+from gdn_parity.drift.run.results import ModeResult, RoundDiff, VariantResult
 
 
 def _divergence_round(mode: ModeResult, base_tokens: list[int], prompt_len: int) -> int | None:
@@ -23,6 +24,12 @@ def _divergence_round(mode: ModeResult, base_tokens: list[int], prompt_len: int)
         if d.pos - prompt_len >= index:
             return d.round
     return None
+
+
+def layer_curves(diffs: list[RoundDiff], layers: int) -> tuple[list[int], list[list[float]]]:
+    """The rounds on Base's path and, per GDN layer, its state difference at each."""
+    on_path = [d for d in diffs if d.on_path]
+    return [d.round for d in on_path], [[d.layer_max[i] for d in on_path] for i in range(layers)]
 
 
 def write_figure(results: list[VariantResult], path: Path) -> None:
@@ -44,16 +51,15 @@ def write_figure(results: list[VariantResult], path: Path) -> None:
     for col, result in enumerate(results):
         for row, mode in enumerate(result.modes):
             ax = axes[row][col]
-            on_path = [d for d in mode.diffs if d.on_path]
-            rounds = [d.round for d in on_path]
-            for i, layer in enumerate(result.gdn_layers):
-                ax.plot(rounds, [d.ssm_max[i] for d in on_path], label=f"GDN layer {layer}", lw=1.4)
+            rounds, curves = layer_curves(mode.diffs, len(result.gdn_layers))
+            for layer, curve in zip(result.gdn_layers, curves, strict=True):
+                ax.plot(rounds, curve, label=f"GDN layer {layer}", lw=1.4)
             ax.set_yscale("symlog", linthresh=1e-8)
             stop = _divergence_round(mode, result.base.tokens, result.prompt_len)
             if stop is not None:
                 ax.axvline(stop, color="k", ls=":", lw=1.2)
                 stops.append((ax, stop))
-            if on_path and all(d.max_diff == 0 for d in on_path):
+            if rounds and all(v == 0 for curve in curves for v in curve):
                 ax.text(
                     0.5,
                     0.5,
@@ -66,7 +72,7 @@ def write_figure(results: list[VariantResult], path: Path) -> None:
             if row == 0:
                 ax.set_title(result.variant, fontsize=12)
             if col == 0:
-                ax.set_ylabel(f"{mode.label}\nmax |dSSM|", fontsize=10)
+                ax.set_ylabel(f"{mode.label}\nmax |d state|", fontsize=10)
             if row == len(labels) - 1:
                 ax.set_xlabel("verify round", fontsize=10)
             ax.tick_params(labelsize=9)
@@ -88,7 +94,8 @@ def write_figure(results: list[VariantResult], path: Path) -> None:
     # Below the panels, never over a curve.
     fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=10, frameon=False)
     fig.suptitle(
-        "GDN state vs Base decode, committed after each round (dotted: tokens diverge)",
+        "Committed GDN state (SSM or conv, max |spec - Base| per layer) after each round "
+        "(dotted: tokens diverge)",
         fontsize=12,
     )
     fig.tight_layout(rect=(0, 0.04, 1, 0.98))

@@ -114,7 +114,8 @@ def _token_index(row: Row) -> int | None:
 
 
 def verdict(table: list[Row]) -> str:
-    """One line: per variant, how many speculative modes leave Base's tokens and its state."""
+    """One line: per variant, in how many speculative modes the tokens diverge from Base's
+    (and at which output index first), and in how many the committed state differs."""
     clauses = []
     for variant in dict.fromkeys(r.variant for r in table):
         modes = [r for r in table if r.variant == variant and r.label != "base"]
@@ -130,8 +131,8 @@ def verdict(table: list[Row]) -> str:
         if parted:
             first = min(parted, key=lambda r: _token_index(r))
             tokens = (
-                f"leaves Base's tokens in {len(parted)} of {len(modes)} modes "
-                f"(first at output index {_token_index(first)}, {first.label})"
+                f"diverges from Base's tokens at output index {_token_index(first)} "
+                f"({first.label}; {len(parted)} of {len(modes)} modes diverge)"
             )
         else:
             tokens = f"keeps Base's tokens in all {len(modes)} modes"
@@ -153,8 +154,17 @@ LEGEND = "\n".join(
         "- **A state can differ while the tokens agree**: a token is the argmax of the "
         "logits, and a small state difference moves the logits only a little. The argmax "
         "stays put until the difference, carried forward by the recurrence, grows enough "
-        "(or two logits are close enough) to flip a token; so states part first and tokens "
-        "later, or not within the run.",
+        "(or two logits are close enough) to flip a token; so the states differ first and "
+        "the tokens diverge later, or not within the run.",
+        "- **forced reject is the same at every gamma**: a forced-reject round commits only "
+        "verify step 0 (the anchor's row) and emits the target's argmax at that row; the "
+        "drafts feed only rows 1..gamma, which are thrown away. On the row-wise stack nothing "
+        "in row 0 reads a later row (the conv update and the GDN verify kernels run a "
+        "request's tokens in order and store the state after each; attention is causal and "
+        "computed one row at a time; everything else is per row), so every gamma commits "
+        "the same states and emits the same tokens, and the rows differ only in `accepted`. "
+        "On the server stack row 0 also shares GEMMs over bs*(gamma+1) rows and a verify "
+        "attention kernel with the drafts, so there the rows can differ.",
         "- **accepted**: drafts accepted / drafts proposed (forced reject accepts none).",
         "- **output sha256**: sha256 of the comma-joined output ids, as `gdn-parity repro` "
         "and sglang#35150 hash them.",

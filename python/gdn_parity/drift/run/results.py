@@ -23,8 +23,13 @@ class RoundDiff:
     conv_max: list[float]
 
     @property
+    def layer_max(self) -> list[float]:
+        """Per GDN layer: the larger of its SSM and its conv difference."""
+        return [max(s, c) for s, c in zip(self.ssm_max, self.conv_max, strict=True)]
+
+    @property
     def max_diff(self) -> float:
-        """The largest SSM or conv difference over every GDN layer."""
+        """The largest SSM or conv difference over every GDN layer (the table's)."""
         return max(self.ssm_max + self.conv_max)
 
 

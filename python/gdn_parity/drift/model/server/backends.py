@@ -7,8 +7,10 @@ attribute their forward paths read for this model is set here to what
 inference, speculative decoding with a linear draft chain, page size 1) or to
 a real sglang object: ``MHATokenToKVPool``, ``KVIndexTranslator`` over a real
 ``req_to_token`` table, ``MambaPool.SpeculativeState``, the kernel dispatcher.
-The forwards themselves (``init_forward_metadata``, ``forward_decode``,
-``forward_extend``) are sglang's, unchanged.
+``forward_batch`` gives a forward the fields of a ForwardBatch that those paths
+read. The forwards themselves (``init_forward_metadata``, ``forward_decode``,
+``forward_extend``) are sglang's, unchanged. The CPU tests of patches 0001, 0003
+and 0006 build their backends here too.
 """
 
 from __future__ import annotations
@@ -217,4 +219,51 @@ def speculative_state(
         intermediate_conv_window=[
             torch.zeros(layers, slots + 1, steps, *window, dtype=conv_dtype, device=device)
         ],
+    )
+
+
+def forward_batch(
+    phase: str,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    out_cache_loc: torch.Tensor,
+    width: int,
+    **fields,
+) -> SimpleNamespace:
+    """What the Triton and GDN backends read of a decode or TARGET_VERIFY ForwardBatch.
+
+    ``width`` tokens per request (1 in decode, gamma + 1 in verify); ``seq_lens``
+    count decode's own token, and in verify are the committed lengths (drafts
+    excluded). ``fields``: what else a caller's forward reads (positions, input_ids,
+    rids for the state trace).
+    """
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    if phase not in ("decode", "verify"):
+        raise ValueError(f"phase must be decode or verify, not {phase!r}")
+    verify = phase == "verify"
+    return SimpleNamespace(
+        forward_mode=ForwardMode.TARGET_VERIFY if verify else ForwardMode.DECODE,
+        batch_size=len(seq_lens),
+        req_pool_indices=req_pool_indices,
+        seq_lens=seq_lens,
+        seq_lens_cpu=seq_lens.cpu(),
+        seq_lens_sum=int(seq_lens.sum()),
+        out_cache_loc=out_cache_loc,
+        out_cache_loc_is_physical=False,  # ForwardBatch's default
+        kv_loc_plan=None,
+        encoder_lens=None,
+        mamba_track_mask=None,
+        extend_seq_lens=None,
+        extend_start_loc=None,
+        extend_prefix_lens=None,
+        extend_seq_lens_cpu=None,
+        mha_one_shot=False,
+        attn_attend_prefix_cache=False,
+        spec_info=(
+            SimpleNamespace(custom_mask=None, num_tokens_per_req=width, draft_token_num=width)
+            if verify
+            else None
+        ),
+        **fields,
     )

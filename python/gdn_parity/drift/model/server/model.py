@@ -379,8 +379,6 @@ class ServerModel:
 
     def _batch(self, rows: list[list[int]], phase: str) -> SimpleNamespace:
         """The forward batch of ``rows`` (one list per request), padded to the graph size."""
-        from sglang.srt.model_executor.forward_batch_info import ForwardMode
-
         width, pad = len(rows[0]), self.bs - self.n
         dev = self.device
         lengths = [r.length for r in self.requests]
@@ -395,39 +393,20 @@ class ServerModel:
         # get the Triton backend's CUDA-graph seq_len fill value, 1.
         own = 1 if phase == "decode" else 0
         seq_lens = [s + own for s in lengths] + [1] * pad
-        seq = torch.tensor(seq_lens, dtype=torch.int64, device=dev)
-        batch = SimpleNamespace(
-            forward_mode=ForwardMode.DECODE if phase == "decode" else ForwardMode.TARGET_VERIFY,
-            batch_size=self.bs,
+        return backends.forward_batch(
+            phase,
             req_pool_indices=torch.tensor(
                 list(range(self.n)) + [0] * pad, dtype=torch.int64, device=dev
             ),
-            seq_lens=seq,
-            seq_lens_cpu=seq.cpu(),
-            seq_lens_sum=int(seq.sum()),
+            seq_lens=torch.tensor(seq_lens, dtype=torch.int64, device=dev),
             out_cache_loc=torch.tensor(out_loc, dtype=torch.int64, device=dev),
-            out_cache_loc_is_physical=False,  # ForwardBatch's default
+            width=width,
             positions=torch.tensor(positions, dtype=torch.int64, device=dev),
             input_ids=torch.tensor(ids, dtype=torch.int64, device=dev),
             rids=[self.rid]
             + [f"{self.rid}-companion-{i}" for i in range(1, self.n)]
             + [None] * pad,
-            kv_loc_plan=None,
-            encoder_lens=None,
-            mamba_track_mask=None,
-            extend_seq_lens=None,
-            extend_start_loc=None,
-            extend_prefix_lens=None,
-            extend_seq_lens_cpu=None,
-            mha_one_shot=False,
-            attn_attend_prefix_cache=False,
-            spec_info=None,
         )
-        if phase == "verify":
-            batch.spec_info = SimpleNamespace(
-                custom_mask=None, num_tokens_per_req=width, draft_token_num=width
-            )
-        return batch
 
     def _gdn_metadata(self, batch, width: int):
         from sglang.srt.layers.attention.mamba.mamba2_metadata import ForwardMetadata
