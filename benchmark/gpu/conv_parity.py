@@ -30,6 +30,47 @@ SHAPES = ((1, 2048, 2), (8, 8192, 4), (64, 10240, 8))  # (batch, conv dim, D)
 WIDTH = 4
 
 
+def verify_and_decode(update, seed: int, act_dtype, state_dtype, batch: int, dim: int, steps: int):
+    """One case: ``steps`` tokens through ``update`` (``causal_conv1d_update``) once as
+    TARGET_VERIFY does (per-step windows) and one at a time as decode does.
+
+    Returns the inputs (x, state, idx), verify's (outputs, windows) and decode's per-step
+    (outputs, stored windows)."""
+    import torch
+
+    torch.manual_seed(seed)
+    weight = torch.randn(dim, WIDTH, device="cuda").to(act_dtype)
+    x = (torch.randn(batch, dim, steps, device="cuda") * 3).to(act_dtype)
+    state = (torch.randn(batch + 1, dim, WIDTH - 1, device="cuda") * 3).to(state_dtype)
+    idx = torch.randperm(batch + 1, device="cuda")[:batch].int()
+    windows = torch.zeros(batch, steps, dim, WIDTH - 1, device="cuda", dtype=state_dtype)
+    v_out = update(
+        x.clone(),
+        state.clone(),
+        weight,
+        None,
+        "silu",
+        conv_state_indices=idx,
+        intermediate_conv_window=windows,
+        intermediate_state_indices=torch.arange(batch, device="cuda", dtype=torch.int32),
+    )
+    d_state = state.clone()
+    d_outs, d_windows = [], []
+    for t in range(steps):
+        d_outs.append(
+            update(x[..., t].clone(), d_state, weight, None, "silu", conv_state_indices=idx)
+        )
+        d_windows.append(d_state[idx.long()].clone())
+    return (x, state, idx), (v_out, windows), (d_outs, d_windows)
+
+
+def bits(x):
+    """Bit patterns, so that equal NaNs compare equal."""
+    import torch
+
+    return x.contiguous().view({2: torch.int16, 4: torch.int32}[x.element_size()])
+
+
 def measure(tree: Path) -> list[dict]:
     from gdn_parity.sandbox.bare_import import import_sglang_from
 
@@ -37,43 +78,22 @@ def measure(tree: Path) -> list[dict]:
     import torch
     from sglang.kernels.ops.mamba.causal_conv1d_triton import causal_conv1d_update
 
-    def bits(x: torch.Tensor) -> torch.Tensor:
-        return x.contiguous().view({2: torch.int16, 4: torch.int32}[x.element_size()])
-
     rows = []
     for seed, (act_name, state_name, (batch, dim, steps)) in enumerate(
         itertools.product(ACT_DTYPES, STATE_DTYPES, SHAPES)
     ):
-        torch.manual_seed(seed)
         act_dtype, state_dtype = getattr(torch, act_name), getattr(torch, state_name)
-        weight = torch.randn(dim, WIDTH, device="cuda").to(act_dtype)
-        x = (torch.randn(batch, dim, steps, device="cuda") * 3).to(act_dtype)
-        state = (torch.randn(batch + 1, dim, WIDTH - 1, device="cuda") * 3).to(state_dtype)
-        idx = torch.randperm(batch + 1, device="cuda")[:batch].int()
-        v_state = state.clone()
-        windows = torch.zeros(batch, steps, dim, WIDTH - 1, device="cuda", dtype=state_dtype)
-        v_out = causal_conv1d_update(
-            x.clone(),
-            v_state,
-            weight,
-            None,
-            "silu",
-            conv_state_indices=idx,
-            intermediate_conv_window=windows,
-            intermediate_state_indices=torch.arange(batch, device="cuda", dtype=torch.int32),
+        _, (v_out, windows), (d_outs, d_windows) = verify_and_decode(
+            causal_conv1d_update, seed, act_dtype, state_dtype, batch, dim, steps
         )
-        d_state = state.clone()
         out_equal, win_equal, max_diff = [], [], 0.0
         decode_hash = hashlib.sha256()
-        for t in range(steps):
-            d_out = causal_conv1d_update(
-                x[..., t].clone(), d_state, weight, None, "silu", conv_state_indices=idx
-            )
+        for t, (d_out, d_win) in enumerate(zip(d_outs, d_windows, strict=True)):
             decode_hash.update(d_out.cpu().view(torch.uint8).numpy().tobytes())
             out_equal.append(torch.equal(bits(v_out[..., t]), bits(d_out)))
-            win_equal.append(torch.equal(bits(windows[:, t]), bits(d_state[idx.long()])))
+            win_equal.append(torch.equal(bits(windows[:, t]), bits(d_win)))
             max_diff = max(max_diff, (v_out[..., t].float() - d_out.float()).abs().max().item())
-        decode_hash.update(d_state.cpu().view(torch.uint8).numpy().tobytes())
+        decode_hash.update(d_windows[-1].cpu().view(torch.uint8).numpy().tobytes())
         rows.append(
             {
                 "act": act_name,
