@@ -241,6 +241,9 @@ def test_ctrl_c_exits_130_with_a_short_message():
         (["--tokens", "1"], "argument --tokens: '1' must be at least 2"),
         (["--natural-gamma", "0"], "argument --natural-gamma: '0' must be at least 1"),
         (["--frobnicate"], "gdn-parity demo: error: unrecognized arguments: --frobnicate"),
+        (["--batch", "4"], "--batch: the row-wise stack serves one request"),
+        (["--stack", "server", "--batch", "300"], "--batch 300: at most 256"),
+        (["--stack", "server", "--batch", "0"], "argument --batch: '0' must be at least 1"),
     ],
 )
 def test_demo_refuses_bad_arguments_before_any_work(args, message, tmp_path, run_cli):
@@ -270,6 +273,13 @@ def test_demo_refuses_an_output_directory_it_cannot_write(option, tmp_path, run_
 def test_cuda_without_cuda_is_refused_at_start_up(verb, tmp_path, run_cli):
     proc = run_cli(verb, "--device", "cuda", *(["--out", str(tmp_path / "o")] * (verb == "demo")))
     assert_refused(proc, "--device cuda, but torch sees no CUDA device: run on CPU")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])  # the test bed has no CUDA device
+def test_cost_refuses_the_interpreter_before_any_work(device, tmp_path, run_cli):
+    proc = run_cli("cost", "--device", device, "--out", str(tmp_path / "out"))
+    assert_refused(proc, "cost times GPU kernels: it needs --device cuda and a CUDA device")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -40,3 +40,25 @@ def test_the_demo_writes_its_table_figure_results_and_traces(series, tmp_path, r
         names = sorted(p.name for p in (tmp_path / "trace" / variant).iterdir())
         modes = ["forced-reject_g1", "forced-reject_g2", "natural_g2_p0.5"]
         assert names == [f"{name}.jsonl" for name in ["base", *modes]]
+
+
+@pytest.mark.needs_tree
+def test_the_batch_and_the_attribution_reach_every_worker(series, tmp_path):
+    """--batch N on the server stack: every variant's worker serves N requests."""
+    from pathlib import Path
+
+    from gdn_parity.drift.demo import DemoPlan, demo_jobs
+    from gdn_parity.drift.run.modes import demo_modes
+    from gdn_parity.drift.run.variants import variant_named
+
+    plan = DemoPlan(
+        variants=[variant_named("exact-parity"), variant_named("only-attention")],
+        size="tiny", device="cpu", prompt=[1, 2, 3], tokens=4, modes=demo_modes([1], 3, [0.5]),
+        ssm_dtype="bfloat16", attention="torch", stack="server", seed=0, out_dir=Path("x"),
+        trace_dir=None, jobs=1, batch=7, attribute=True,
+    )  # fmt: skip
+    jobs = demo_jobs(series, plan, tmp_path)
+    assert [(j.requests, j.attribute, j.isolate) for j in jobs] == [
+        (7, True, None),
+        (7, True, "attention"),
+    ]

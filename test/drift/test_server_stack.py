@@ -23,6 +23,8 @@ REQUESTS = 3  # padded to 4: one padded row in every batch
 
 
 def _server(deterministic: bool, exact_parity: bool):
+    """(model, prefill state, first token, Base, its Attributor: Base's rows recorded)."""
+    from gdn_parity.drift.attribute.tracker import Attributor
     from gdn_parity.drift.run import loops
 
     model = build_stack(
@@ -31,15 +33,18 @@ def _server(deterministic: bool, exact_parity: bool):
             exact_parity=exact_parity, requests=REQUESTS,
         )
     )  # fmt: skip
-    start, first = loops.prefill(model, list(INPUT_IDS))
-    base = loops.run_base(model, start, first, len(INPUT_IDS), TOKENS, lambda n: None)
-    return model, start, first, base
+    with Attributor(model, len(INPUT_IDS)) as attributor:
+        start, first = loops.prefill(model, list(INPUT_IDS))
+        base = loops.run_base(
+            model, start, first, len(INPUT_IDS), TOKENS, lambda n: None, exact_parity, attributor
+        )
+    return model, start, first, base, attributor
 
 
 def _spec(harness, mode: Mode):
     from gdn_parity.drift.run import loops
 
-    model, start, first, base = harness
+    model, start, first, base, _ = harness
     model.set_draft_tokens(mode.gamma + 1)
     drafter = loops.OracleDrafter(base.tokens, mode.accept_rate, model.c.vocab, 0)
     return loops.run_spec(
@@ -61,13 +66,26 @@ def deterministic_only(sglang_tree):
 
 def test_the_batch_is_padded_as_cuda_graphs_pad_it(exact):
     model = exact[0]
-    assert (model.n, model.bs) == (REQUESTS, 4)
+    # a Base server's decode graphs: 1, 2, 4, 8, ...; a speculative server's: 1..8, 10, ...
+    assert (model.n, model.padded) == (REQUESTS, {"decode": 4, "verify": 3})
     assert model.attn.verify_as_decode, "0006's route is on under deterministic inference"
+
+
+def test_the_batch_size_is_the_number_of_requests(sglang_tree):
+    """--batch 9: nine requests, padded to 12 in decode and 10 in verify (slot -1 rows)."""
+    model = build_stack(StackSpec("server", "tiny", "cpu", max_len=32, requests=9))
+    slots = list(range(1, 10))
+    model.prepare_step("decode", 1)
+    assert model.gdn.forward_metadata.mamba_cache_indices.tolist() == slots + [-1] * 3
+    model.set_draft_tokens(2)
+    model.prepare_step("verify", 2)
+    assert model.gdn.forward_metadata.mamba_cache_indices.tolist() == slots + [-1]
+    assert model.gdn.forward_metadata.query_start_loc.tolist() == list(range(0, 21, 2))
 
 
 def test_verify_rows_compute_the_logits_of_decode_steps(exact):
     """The contract: with 0006 and the flag, a verify row is the decode step, bitwise."""
-    model, start, _, base = exact
+    model, start, _, base, _ = exact
     p = len(INPUT_IDS)
     model.restore(start)
     decode = torch.stack(
@@ -102,7 +120,7 @@ def test_the_stacks_compute_the_same_model(exact, tiny_model):
     """
     from gdn_parity.drift.run import loops
 
-    server, start, first, base = exact
+    server, start, first, base, _ = exact
     rw_start, rw_first = loops.prefill(tiny_model, list(INPUT_IDS))
     rw_base = loops.run_base(tiny_model, rw_start, rw_first, len(INPUT_IDS), TOKENS, lambda n: 0)
     assert rw_base.tokens == base.tokens
@@ -112,6 +130,53 @@ def test_the_stacks_compute_the_same_model(exact, tiny_model):
     ours = server.forward([base.tokens[0]], p, "decode")
     theirs = tiny_model.forward([base.tokens[0]], p, "decode")
     assert torch.allclose(ours, theirs, atol=2e-2 * theirs.abs().max().item())
+
+
+def test_attribution_names_a_perturbed_verify_attention_at_its_output_index(exact):
+    """A one-ulp bump of verify's attention output in the anchor row at P+3 (round 3) is
+    the first difference; the same bump in a draft row that is not committed is not."""
+    from gdn_parity.drift.attribute.recorder import Perturbation
+    from gdn_parity.drift.run import loops
+
+    model, start, first, base, attributor = exact  # Base's rows are recorded
+    p = len(INPUT_IDS)
+    attention = model.c.attention_layers[0]
+    with attributor:
+        attributor.recorder.perturbations = [
+            Perturbation("verify", attention, "attention", position=p + 1, row=1),
+            Perturbation("verify", attention, "attention", position=p + 3, row=0),
+        ]
+        attributor.start_mode(base.tokens)
+        model.set_draft_tokens(2)
+        mode = Mode(ModeKind.FORCED_REJECT, 1)
+        drafter = loops.OracleDrafter(base.tokens, 1.0, model.c.vocab, 0)
+        loops.run_spec(
+            model, start, first, p, mode, TOKENS, True, drafter, lambda n: None,
+            reference=base, observer=attributor,
+        )  # fmt: skip
+        attributor.recorder.perturbations = []
+    found = attributor.result()
+    assert found.rows_compared == TOKENS - 1
+    assert found.first is not None
+    assert (found.first.output_index, found.first.layer) == (4, attention)
+    assert (found.first.component, found.first.kind, found.first.row) == ("attention",) * 2 + (0,)
+
+
+def test_timing_a_step_leaves_the_model_as_it_was(exact):
+    """``cost`` times decode and then verify on one prefilled model: timing must not move it.
+    (On CPU the times are the interpreter's; only the plumbing is checked.)"""
+    from gdn_parity.drift.cost.timing import time_step
+
+    model, start, *_ = exact
+    model.restore(start)
+    before = model.snapshot()
+    timed = time_step(model, "decode", 1, replays=1, graphs=True, warmup=0)
+    after = model.snapshot()
+    assert after.requests == before.requests
+    assert all(torch.equal(a, b) for a, b in zip(after.gdn, before.gdn, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(after.keys, before.keys, strict=True))
+    assert (timed.requests, timed.padded, timed.width, timed.graph) == (REQUESTS, 4, 1, False)
+    assert timed.median_ms > 0 and "need --device cuda" in timed.note
 
 
 def test_stack_defaults_and_refusals():

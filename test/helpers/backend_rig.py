@@ -77,7 +77,7 @@ class BackendRig:
         self.state = backends.speculative_state(
             s.config, s.n, s.d, ssm_dtype, torch.bfloat16, device
         )
-        numerics = ServerNumerics(deterministic=False, exact_parity=exact_parity)
+        numerics = ServerNumerics.of_server(deterministic=False, exact_parity=exact_parity)
         self.gdn = backends.gdn_backend(self.state, [layer_id], numerics, s.n, device)
         self.gdn.state_trace = state_trace
         self.hybrid = HybridLinearAttnBackend.__new__(HybridLinearAttnBackend)

@@ -48,7 +48,7 @@ def make_backend(s: AttnShape, *, num_tokens_per_req: int, verify_as_decode: boo
     """
     backend = backends.triton_attention_backend(
         s.config,
-        ServerNumerics(deterministic=True, exact_parity=False),
+        ServerNumerics.of_server(deterministic=True, exact_parity=False),
         kv_slots=s.slots,
         req_rows=s.req_rows,
         context=s.context,

@@ -33,7 +33,7 @@ def _extend_with_track(conv_dtype):
     seq, slots = 8, 3
     state = backends.speculative_state(S.config, slots - 1, 1, torch.float32, conv_dtype, "cpu")
     conv = state.conv[0][0]
-    numerics = ServerNumerics(deterministic=False, exact_parity=False)
+    numerics = ServerNumerics.of_server(deterministic=False, exact_parity=False)
     backend = backends.gdn_backend(state, [0], numerics, slots - 1, "cpu")
     backend.requires_contiguous_prefill_state = False  # what prefill reads
     track_rows = torch.tensor([[2, 3, 4]])  # the conv window after token 4, into slot 2

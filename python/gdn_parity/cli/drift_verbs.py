@@ -1,4 +1,4 @@
-"""Verbs of the drift harness: ``demo`` and ``harness-server``."""
+"""Verbs of the drift harness: ``demo``, ``cost`` and ``harness-server``."""
 
 from __future__ import annotations
 
@@ -16,12 +16,16 @@ from gdn_parity.cli.options import (
     writable_dir,
 )
 from gdn_parity.drift.model.config import SIZES
+from gdn_parity.drift.model.server.padding import MAX_BATCH
+from gdn_parity.drift.model.stacks import default_stack
 from gdn_parity.drift.run.variants import VARIANTS, Variant, variant_named
 from gdn_parity.errors import GdnParityError
 
 DEVICES = ("cpu", "cuda")
 SSM_DTYPES = ("bfloat16", "float16", "float32")
 DEMO_VARIANTS = ("0.5.23", "beta-aligned", "exact-parity")
+DEFAULT_BATCH = 5  # the server stack's: padded to 8 in a Base server's decode
+COST_VARIANTS = [v.name for v in VARIANTS if v.isolate is None]  # the server configurations
 # The harness server runs the row-wise stack, which has no deterministic-inference variant.
 SERVER_VARIANTS = [v.name for v in VARIANTS if not v.deterministic]
 
@@ -54,11 +58,27 @@ def _check_device(device: str, size: str) -> None:
         )
 
 
+def _batch(requested: int | None, stack: str) -> int:
+    """Requests per batch: the server stack's 5 by default; the row-wise stack serves one."""
+    if stack == "rowwise":
+        if requested not in (None, 1):
+            raise GdnParityError(
+                "--batch: the row-wise stack serves one request (it computes every row on "
+                "its own, so a batch would change nothing); pass --stack server"
+            )
+        return 1
+    if requested is not None and requested > MAX_BATCH:
+        raise GdnParityError(f"--batch {requested}: at most {MAX_BATCH} (sglang's graph sizes)")
+    return requested or DEFAULT_BATCH
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from gdn_parity.debug.issue35150 import INPUT_IDS
     from gdn_parity.drift.demo import DemoPlan, run_demo
     from gdn_parity.drift.run.modes import demo_modes
 
+    stack = args.stack or default_stack(args.device)
+    batch = _batch(args.batch, stack)
     out_dir = Path(args.out)
     writable_dir(out_dir, "--out")
     trace_dir = Path(args.trace) if args.trace else None
@@ -74,16 +94,54 @@ def cmd_demo(args: argparse.Namespace) -> int:
         modes=demo_modes(args.gammas, args.natural_gamma, args.accept_rates),
         ssm_dtype=args.ssm_dtype,
         attention=args.attention,
-        stack=args.stack or ("server" if args.device == "cuda" else "rowwise"),
+        stack=stack,
         seed=args.seed,
         out_dir=out_dir,
         trace_dir=trace_dir,
         jobs=args.jobs or (3 if args.device == "cpu" else 1),
+        batch=batch,
+        attribute=args.attribute,
+        stop_at_divergence=args.stop_at_divergence,
     )
     report, holds = run_demo(series_of(args), plan)
     print(report, end="")
     print(f"wrote {plan.out_dir / 'demo.md'}, {plan.out_dir / 'drift.png'}")
     return 1 if holds is False else 0
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    from gdn_parity.debug.issue35150 import INPUT_IDS
+    from gdn_parity.drift.cost.plan import CostPlan, run_cost
+
+    refusal = (
+        "cost times GPU kernels: it needs --device cuda and a CUDA device (under the "
+        "Triton interpreter it would time the interpreter)"
+    )
+    if args.device != "cuda":
+        raise GdnParityError(refusal)
+    import torch
+
+    if not torch.cuda.is_available():
+        raise GdnParityError(refusal)
+    if max(args.batch) > MAX_BATCH:
+        raise GdnParityError(f"--batch sizes must be 1 to {MAX_BATCH}")
+    out_dir = Path(args.out)
+    writable_dir(out_dir, "--out")
+    plan = CostPlan(
+        variants=args.variants,
+        size=args.size,
+        device=args.device,
+        prompt=list(INPUT_IDS),
+        ssm_dtype=args.ssm_dtype,
+        batches=args.batch,
+        gamma=args.gamma,
+        replays=args.replays,
+        graphs=not args.no_graphs,
+        out_dir=out_dir,
+    )
+    print(run_cost(series_of(args), plan), end="")
+    print(f"wrote {out_dir / 'cost.md'}, {out_dir / 'cost.json'}")
+    return 0
 
 
 def cmd_harness_server(args: argparse.Namespace) -> int:
@@ -111,18 +169,26 @@ def cmd_harness_server(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_arguments(p: argparse.ArgumentParser) -> None:
+def _model_arguments(p: argparse.ArgumentParser, on_gpu: bool = False) -> None:
     p.add_argument(
         "--size",
-        default="tiny",
+        default="large" if on_gpu else "tiny",
         choices=sorted(SIZES),
-        help="the harness model: tiny (CPU, default) or large (a GPU)",
+        help="the harness model: tiny (CPU"
+        + ("" if on_gpu else ", default")
+        + ") or large (a GPU"
+        + (", default" if on_gpu else "")
+        + ")",
     )
     p.add_argument(
         "--device",
-        default="cpu",
+        default="cuda" if on_gpu else "cpu",
         choices=DEVICES,
-        help="cpu (default: sglang's Triton kernels under the interpreter) or cuda",
+        help=(
+            "cuda (default); cpu is refused: the interpreter's times mean nothing"
+            if on_gpu
+            else "cpu (default: sglang's Triton kernels under the interpreter) or cuda"
+        ),
     )
     p.add_argument(
         "--ssm-dtype",
@@ -175,6 +241,26 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "(default on cuda); rowwise: one request, row-invariant torch (default on cpu)",
     )
     p.add_argument(
+        "--batch",
+        type=int_at_least(1),
+        help=f"requests per batch on the server stack (default {DEFAULT_BATCH}; request 0 is "
+        "compared with Base, the others have their own prompts and lengths), padded as "
+        "sglang's CUDA graphs pad them; the row-wise stack serves one request",
+    )
+    p.add_argument(
+        "--attribute",
+        action="store_true",
+        help="also record every component's output (GEMMs, norms, attention, conv, GDN) of "
+        "the compared request and report, per variant and mode, the first one that is not "
+        "bitwise Base decode's (an Attribution table in demo.md)",
+    )
+    p.add_argument(
+        "--stop-at-divergence",
+        action="store_true",
+        help="end each speculative mode at its first token that diverges from Base's (saves "
+        "time; its tokens and sha256 then cover the run so far)",
+    )
+    p.add_argument(
         "--variants",
         type=variant_list,
         default=",".join(DEMO_VARIANTS),
@@ -187,6 +273,34 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", help="also write sglang GDN state traces under this directory")
     p.add_argument("--jobs", type=positive_int, help="variants run in parallel (cpu: 3, cuda: 1)")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser(
+        "cost",
+        help="time one decode and one verify step of the server stack per variant (GPU)",
+        description="For each variant and batch size: build the server stack, prefill every "
+        "request, and time one decode forward and one verify forward (gamma drafts) of the "
+        "padded batch, replayed as a CUDA graph where the capture succeeds (median of "
+        "--replays). Variants run one after another. Writes cost.md and cost.json under "
+        "--out. Needs --device cuda; 2 on bad input.",
+    )
+    _model_arguments(p, on_gpu=True)
+    p.add_argument(
+        "--batch", type=positive_int_list, default=[1, 4, 32], help="batch sizes to time (1,4,32)"
+    )
+    p.add_argument("--gamma", type=positive_int, default=3, help="drafts per verify (3)")
+    p.add_argument("--replays", type=positive_int, default=50, help="timed replays (50)")
+    p.add_argument(
+        "--no-graphs", action="store_true", help="time the eager forward, not a CUDA graph"
+    )
+    p.add_argument(
+        "--variants",
+        type=variant_list,
+        default=",".join(COST_VARIANTS),
+        help="comma-separated (see demo --help); the first is the ratios' reference; "
+        f"default {','.join(COST_VARIANTS)}",
+    )
+    p.add_argument("--out", default="cost-out", help="table and raw results (cost-out/)")
+    p.set_defaults(func=cmd_cost)
 
     p = sub.add_parser(
         "harness-server",

@@ -9,16 +9,16 @@ the figure.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from gdn_parity.drift.attribute.report import LEGEND as ATTRIBUTION_LEGEND
+from gdn_parity.drift.attribute.report import attribution_rows, attribution_table
+from gdn_parity.drift.model.server.padding import padded_batch
 from gdn_parity.drift.report import LEGEND, markdown_table, rows, verdict
 from gdn_parity.drift.run.modes import Mode
+from gdn_parity.drift.run.pool import Bar, run_workers
 from gdn_parity.drift.run.results import VariantResult
 from gdn_parity.drift.run.variants import Variant, variant_tree
 from gdn_parity.drift.run.worker import Job
@@ -42,96 +42,14 @@ class DemoPlan:
     out_dir: Path
     trace_dir: Path | None
     jobs: int
+    batch: int = 1  # requests per batch (the server stack's; the row-wise stack serves one)
+    attribute: bool = False  # record and compare every component (drift.attribute)
+    stop_at_divergence: bool = False
 
 
-def _worker_env(device: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("SGLANG_CACHE_DIR", str(Path(tempfile.gettempdir()) / "gdn-parity-sglang"))
-    env["PYTHONWARNINGS"] = "ignore"
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-    return env
-
-
-class _Bar:
-    """One progress bar over every worker's committed tokens, drawn from the first token on."""
-
-    def __init__(self, total: int):
-        self.lock = threading.Lock()
-        self.total = total
-        self.bar = None
-
-    def update(self, n: int) -> None:
-        from tqdm import tqdm
-
-        with self.lock:
-            if self.bar is None:
-                self.bar = tqdm(
-                    total=self.total, unit="tok", desc="demo", file=sys.stderr, mininterval=1.0
-                )
-            self.bar.update(n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _run_workers(jobs: list[Job], parallel: int, device: str, bar: _Bar) -> list[VariantResult]:
-    results: dict[int, VariantResult] = {}
-    errors: list[str] = []
-    semaphore = threading.Semaphore(parallel)
-    procs: list[subprocess.Popen] = []
-    interrupted = threading.Event()
-
-    def run(index: int, job: Job) -> None:
-        with semaphore, tempfile.TemporaryDirectory() as tmp:
-            if interrupted.is_set():
-                return
-            job_file = Path(tmp) / "job.json"
-            job_file.write_text(job.to_json())
-            log = Path(tmp) / "stderr.log"
-            with log.open("w") as err:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "gdn_parity.drift.run.worker", str(job_file)],
-                    stdout=subprocess.PIPE,
-                    stderr=err,
-                    text=True,
-                    env=_worker_env(device),
-                )
-                procs.append(proc)
-                if interrupted.is_set():  # started while the others were being stopped
-                    proc.kill()
-                for line in proc.stdout:
-                    if line.startswith("progress "):
-                        bar.update(int(line.split()[1]))
-                proc.wait()
-            if interrupted.is_set():
-                return
-            if proc.returncode != 0:
-                errors.append(f"variant {job.variant} failed:\n{log.read_text()[-3000:]}")
-            else:
-                results[index] = VariantResult.from_json(Path(job.out).read_text())
-
-    threads = [threading.Thread(target=run, args=(i, j)) for i, j in enumerate(jobs)]
-    for t in threads:
-        t.start()
-    try:
-        for t in threads:
-            t.join()
-    except BaseException:  # Ctrl-C: stop the workers, then let it propagate
-        interrupted.set()
-        for proc in procs:
-            proc.kill()
-        for t in threads:
-            t.join()
-        raise
-    if errors:
-        raise GdnParityError("\n".join(errors))
-    return [results[i] for i in range(len(jobs))]
-
-
-def _run_variants(series: Series, plan: DemoPlan, raw_dir: Path) -> list[VariantResult]:
-    jobs = [
+def demo_jobs(series: Series, plan: DemoPlan, raw_dir: Path) -> list[Job]:
+    """One worker job per variant of the plan (materialises the variants' trees)."""
+    return [
         Job(
             variant=v.name,
             tree=str(variant_tree(series, v)),
@@ -145,19 +63,29 @@ def _run_variants(series: Series, plan: DemoPlan, raw_dir: Path) -> list[Variant
             attention=plan.attention,
             stack=plan.stack,
             deterministic=v.deterministic,
+            isolate=v.isolate,
+            requests=plan.batch,
+            attribute=plan.attribute,
+            stop_at_divergence=plan.stop_at_divergence,
             seed=plan.seed,
             trace_dir=str(plan.trace_dir) if plan.trace_dir else None,
             out=str(raw_dir / f"{v.name}.json"),
         )
         for v in plan.variants
     ]
+
+
+def _run_variants(series: Series, plan: DemoPlan, raw_dir: Path) -> list[VariantResult]:
+    jobs = demo_jobs(series, plan, raw_dir)
     note(
         f"starting {len(jobs)} worker(s), {min(plan.jobs, len(jobs))} at a time: each imports "
         "sglang's kernels and builds the model before its first token"
     )
-    bar = _Bar(sum(j.progress_total for j in jobs))
+    bar = Bar("demo", "tok", sum(j.progress_total for j in jobs))
     try:
-        return _run_workers(jobs, plan.jobs, plan.device, bar)
+        return run_workers(
+            "gdn_parity.drift.run.worker", jobs, plan.jobs, plan.device, bar, VariantResult
+        )
     finally:
         bar.close()
 
@@ -180,6 +108,13 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
     parity = [r for r in table if r.variant == "exact-parity" and r.label != "base"]
     holds = all(r.bitwise for r in parity) if parity else None
     report = _report(plan, results, markdown_table(table), verdict(table), holds)
+    if plan.attribute:
+        report += (
+            "\n## Attribution\n\n"
+            + attribution_table(attribution_rows(results))
+            + "\n"
+            + ATTRIBUTION_LEGEND
+        )
     (plan.out_dir / "demo.md").write_text(report)
     (plan.out_dir / "demo.json").write_text(json.dumps([r.to_dict() for r in results], indent=1))
     from gdn_parity.drift.plot import write_figure
@@ -196,9 +131,16 @@ def _report(
         f"# gdn-parity demo: {plan.size} model on {plan.device}, {plan.tokens} tokens, "
         f"{plan.ssm_dtype} SSM pool, "
         + (
-            "server stack (batch of 5, sglang's Triton attention backend)"
+            f"server stack (batch of {plan.batch}, padded to "
+            f"{padded_batch(plan.batch, 'decode')} in decode and "
+            f"{padded_batch(plan.batch, 'verify')} in verify; sglang's Triton attention backend)"
             if plan.stack == "server"
             else f"row-wise stack, {plan.attention} attention"
+        )
+        + (
+            ", each mode stopped at its first token that diverges from Base's"
+            if plan.stop_at_divergence
+            else ""
         ),
         "",
         f"Verdict: {summary}",

@@ -46,31 +46,50 @@ def load_triton_attention() -> Any:
 
 class AttentionLayer:
     def __init__(
-        self, index: int, weights: AttentionWeights, config: ModelConfig, triton: Any = None
+        self,
+        index: int,
+        weights: AttentionWeights,
+        config: ModelConfig,
+        triton: Any = None,
+        layer_id: int = 0,
     ):
         self.index = index  # in the KV cache's layer dim
+        self.layer_id = layer_id  # in the model
         self.w = weights
         self.c = config
         self.triton = triton  # (decode_attention_fwd, extend_attention_fwd), or None: torch
+        self.probe: Any = None  # an attribute.recorder.ComponentRecorder while recording
 
-    def _qkv(self, x: torch.Tensor, position: int) -> tuple[torch.Tensor, ...]:
+    def _tap(self, component: str, rows) -> None:
+        if self.probe is not None and self.probe.active:
+            self.probe.tap(self.layer_id, component, rows)
+
+    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         c, w = self.c, self.w
         q = F.linear(x, w.q).view(c.attn_heads, c.attn_head_dim)
         k = F.linear(x, w.k).view(c.attn_kv_heads, c.attn_head_dim)
         v = F.linear(x, w.v).view(c.attn_kv_heads, c.attn_head_dim)
-        q = rowwise.rope(rowwise.rms_norm(q, w.q_norm, c.rms_eps), position, c.rope_theta)
-        k = rowwise.rope(rowwise.rms_norm(k, w.k_norm, c.rms_eps), position, c.rope_theta)
         return q, k, v
+
+    def _norm_rope(self, x: torch.Tensor, weight: torch.Tensor, position: int) -> torch.Tensor:
+        c = self.c
+        return rowwise.rope(rowwise.rms_norm(x, weight, c.rms_eps), position, c.rope_theta)
 
     def forward_rows(
         self, rows: list[torch.Tensor], start: int, phase: str, cache: KVCache
     ) -> list[torch.Tensor]:
         """Attention outputs (projected) of normed rows ``[1, hidden]`` at ``start...``."""
         keys, values = cache.keys[self.index], cache.values[self.index]
+        projected = [self._project(x) for x in rows]
+        if self.probe is not None and self.probe.active:
+            self._tap("qkv_proj", [torch.cat([t.reshape(1, -1) for t in p], -1) for p in projected])
         qs = []
-        for i, x in enumerate(rows):
-            q, keys[start + i], values[start + i] = self._qkv(x, start + i)
-            qs.append(q)
+        for i, (q, k, v) in enumerate(projected):
+            qs.append(self._norm_rope(q, self.w.q_norm, start + i))
+            keys[start + i] = self._norm_rope(k, self.w.k_norm, start + i)
+            values[start + i] = v
+        self._tap("q_norm_rope", qs)
+        self._tap("k_norm_rope", keys[start : start + len(rows)])
         if self.triton is None:
             outs = [
                 rowwise.attend(q, keys[: start + i + 1], values[: start + i + 1])
@@ -80,7 +99,10 @@ class AttentionLayer:
             outs = list(self._triton_decode(torch.stack(qs), start + 1, keys, values))
         else:
             outs = list(self._triton_extend(torch.stack(qs), start, keys, values))
-        return [F.linear(o.reshape(1, -1), self.w.o) for o in outs]
+        self._tap("attention", outs)
+        projected_outs = [F.linear(o.reshape(1, -1), self.w.o) for o in outs]
+        self._tap("o_proj", projected_outs)
+        return projected_outs
 
     def _triton_decode(self, q, length, keys, values) -> torch.Tensor:
         decode_attention_fwd, _ = self.triton

@@ -82,6 +82,11 @@ class GDNLayer:
         self.w = weights
         self.c = config
         self.k = kernels
+        self.probe: Any = None  # an attribute.recorder.ComponentRecorder while recording
+
+    def _tap_conv(self, mixed: torch.Tensor) -> None:
+        if self.probe is not None and self.probe.active:
+            self.probe.tap(self.layer_id, "conv", mixed)
 
     def _split(self, mixed: torch.Tensor) -> tuple[torch.Tensor, ...]:
         c = self.c
@@ -127,6 +132,7 @@ class GDNLayer:
         mixed = self.k.causal_conv1d_update(
             mixed, conv, self.w.conv, None, "silu", conv_state_indices=slots
         )
+        self._tap_conv(mixed)
         out = self.k.gdn.packed_decode(
             mixed_qkv=mixed,
             a=a,
@@ -174,6 +180,7 @@ class GDNLayer:
             intermediate_state_indices=scratch,
         )
         mixed = mixed.transpose(1, 2).reshape(n_tok, -1)
+        self._tap_conv(mixed)
         if exact_parity:
             out = self.k.gdn.packed_target_verify(
                 mixed_qkv=mixed,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +21,9 @@ from gdn_parity.drift.model.config import SIZES, ModelConfig
 from gdn_parity.drift.model.gdn import GDNLayer, GDNPools, TraceStep
 from gdn_parity.drift.model.kernels import SglangKernels, load_kernels
 from gdn_parity.drift.model.weights import DTYPE, ModelWeights, make_weights
+
+if TYPE_CHECKING:
+    from gdn_parity.drift.attribute.recorder import ComponentRecorder
 
 PHASES = ("prefill", "decode", "verify")
 ATTENTION = ("torch", "sglang-triton")
@@ -71,9 +74,12 @@ class HybridModel:
                 self.mixers.append(GDNLayer(layer, gdn_index, lw.mixer, config, kernels))
                 gdn_index += 1
             else:
-                self.mixers.append(AttentionLayer(attn_index, lw.mixer, config, triton))
+                self.mixers.append(
+                    AttentionLayer(attn_index, lw.mixer, config, triton, layer_id=layer)
+                )
                 attn_index += 1
         self.trace: Any = None  # a GDNStateTrace while a traced run is in progress
+        self.probe: ComponentRecorder | None = None
 
     @classmethod
     def build(
@@ -134,6 +140,32 @@ class HybridModel:
         """The request's persistent SSM and conv state, ``[gdn layers, ...]`` copies."""
         return self.pools.state(self.slot)
 
+    def live_sources(self) -> list[str]:
+        """The sources of decode/verify difference this stack leaves to differ.
+
+        GEMMs, norms and the conv run the same way for a verify row as for a decode
+        step here; attention does too unless it is sglang's Triton kernels.
+        """
+        return (["attention"] if self.mixers[-1].triton is not None else []) + ["gdn"]
+
+    def attach_probe(self, probe: ComponentRecorder | None) -> None:
+        """Record every row's component outputs into ``probe`` (None: stop recording).
+
+        The in_proj, qkv_proj and mlp_gate_up taps are concatenations of the
+        separate row GEMMs (copies); every other tap is the tensor the forward reads on.
+        """
+        self.probe = probe
+        for mixer in self.mixers:
+            mixer.probe = probe
+
+    @property
+    def _recording(self) -> bool:
+        return self.probe is not None and self.probe.active
+
+    def _tap(self, layer: int, component: str, rows) -> None:
+        if self._recording:
+            self.probe.tap(layer, component, rows)
+
     def forward(
         self, tokens: list[int], start: int, phase: str, exact_parity: bool = False
     ) -> torch.Tensor:
@@ -150,27 +182,36 @@ class HybridModel:
                 input_ids=ids,
             )
             trace = TraceStep(self.trace, batch)
+        if self.probe is not None:
+            self.probe.begin(phase, start, len(tokens))
         rows = [self.w.embed[ids[i : i + 1]] for i in range(len(tokens))]
-        for mixer, lw in zip(self.mixers, self.w.layers, strict=True):
+        for layer, (mixer, lw) in enumerate(zip(self.mixers, self.w.layers, strict=True)):
             normed = [rowwise.rms_norm(r, lw.input_norm, c.rms_eps) for r in rows]
+            self._tap(layer, "input_norm", normed)
             if isinstance(mixer, AttentionLayer):
                 outs = mixer.forward_rows(normed, start, phase, self.cache)
             else:
                 outs = self._gdn_rows(mixer, normed, phase, exact_parity, trace)
             rows = [r + o for r, o in zip(rows, outs, strict=True)]
-            rows = [
-                r
-                + rowwise.swiglu(
-                    rowwise.rms_norm(r, lw.post_norm, c.rms_eps), lw.gate, lw.up, lw.down
-                )
-                for r in rows
-            ]
-        return torch.cat(
-            [
-                F.linear(rowwise.rms_norm(r, self.w.final_norm, c.rms_eps).float(), self.lm_head)
-                for r in rows
-            ]
-        )
+            normed = [rowwise.rms_norm(r, lw.post_norm, c.rms_eps) for r in rows]
+            self._tap(layer, "post_norm", normed)
+            rows = [r + d for r, d in zip(rows, self._mlp_rows(layer, lw, normed), strict=True)]
+        normed = [rowwise.rms_norm(r, self.w.final_norm, c.rms_eps) for r in rows]
+        self._tap(c.layers, "final_norm", normed)
+        logits = [F.linear(x.float(), self.lm_head) for x in normed]
+        self._tap(c.layers, "lm_head", logits)
+        return torch.cat(logits)
+
+    def _mlp_rows(self, layer: int, lw, normed: list[torch.Tensor]) -> list[torch.Tensor]:
+        """SwiGLU, one row at a time."""
+        gates = [F.linear(x, lw.gate) for x in normed]
+        ups = [F.linear(x, lw.up) for x in normed]
+        if self._recording:
+            pairs = zip(gates, ups, strict=True)
+            self._tap(layer, "mlp_gate_up", [torch.cat(gu, -1) for gu in pairs])
+        down = [F.linear(F.silu(g) * u, lw.down) for g, u in zip(gates, ups, strict=True)]
+        self._tap(layer, "mlp_down", down)
+        return down
 
     def _gdn_rows(self, layer: GDNLayer, normed, phase, exact_parity, trace) -> list[torch.Tensor]:
         w, c = layer.w, self.c
@@ -178,16 +219,25 @@ class HybridModel:
         z = [F.linear(x, w.z).view(c.gdn_v_heads, c.gdn_head_dim) for x in normed]
         b = torch.cat([F.linear(x, w.b) for x in normed])
         a = torch.cat([F.linear(x, w.a) for x in normed])
+        if self._recording:
+            z_rows = torch.stack(z).view(len(normed), -1)
+            self._tap(layer.layer_id, "in_proj_qkvz", torch.cat([mixed, z_rows], -1))
+            self._tap(layer.layer_id, "in_proj_ba", torch.cat([b, a], -1))
         if phase == "prefill":
             core = layer.prefill(self.pools, self.slots, mixed, a, b)
         elif phase == "decode":
             core = layer.decode(self.pools, self.slots, mixed, a, b, exact_parity, trace)
         else:
             core = layer.verify(self.pools, self.slots, mixed, a, b, exact_parity, trace)
-        return [
-            F.linear(rowwise.gated_rms_norm(core[i], z[i], w.norm, c.rms_eps).view(1, -1), w.out)
+        self._tap(layer.layer_id, "gdn", core)
+        normed = [
+            rowwise.gated_rms_norm(core[i], z[i], w.norm, c.rms_eps).view(1, -1)
             for i in range(len(normed))
         ]
+        self._tap(layer.layer_id, "gated_norm", normed)
+        outs = [F.linear(x, w.out) for x in normed]
+        self._tap(layer.layer_id, "out_proj", outs)
+        return outs
 
     def commit(self, step: int) -> None:
         """Commit verify step ``step`` (accepted drafts + 1 - 1) into the persistent pools."""

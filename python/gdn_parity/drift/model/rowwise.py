@@ -26,10 +26,6 @@ def gated_rms_norm(
     return (rms_norm(x, weight, eps).float() * F.silu(gate.float())).to(x.dtype)
 
 
-def swiglu(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor):
-    return F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down)
-
-
 def rope(x: torch.Tensor, position: int, theta: float) -> torch.Tensor:
     """Rotary embedding (rotate-half) of ``x`` ``[heads, head_dim]`` at ``position``."""
     half = x.shape[-1] // 2

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gdn_parity.drift.model.hybrid import HybridModel
     from gdn_parity.drift.model.server.model import ServerModel
+    from gdn_parity.drift.model.weights import ModelWeights
 
 STACKS = ("server", "rowwise")
 
@@ -33,10 +34,16 @@ class StackSpec:
     attention: str = "torch"  # the row-wise stack's full attention
     deterministic: bool = False  # the server stack's --enable-deterministic-inference
     exact_parity: bool = False  # the server stack's --gdn-verify-exact-parity
+    # The server stack's one source left as by default, the others exact ("none": all
+    # exact; server.numerics.ServerNumerics.isolating); None: as the flags above set them.
+    isolate: str | None = None
     requests: int = 5  # the server stack's batch (padded to a CUDA-graph size)
 
 
-def build_stack(spec: StackSpec, rid: str = "req-0") -> HybridModel | ServerModel:
+def build_stack(
+    spec: StackSpec, rid: str = "req-0", weights: ModelWeights | None = None
+) -> HybridModel | ServerModel:
+    """The stack ``spec`` names; ``weights``: the server stack's (default: the size's seeded)."""
     import torch
 
     from gdn_parity.drift.model.config import SIZES
@@ -45,7 +52,7 @@ def build_stack(spec: StackSpec, rid: str = "req-0") -> HybridModel | ServerMode
     from gdn_parity.drift.model.weights import make_weights
 
     if spec.stack == "rowwise":
-        if spec.deterministic:
+        if spec.deterministic or spec.isolate is not None:
             raise ValueError("deterministic inference needs the server stack (--stack server)")
         return HybridModel.build(
             spec.size,
@@ -61,11 +68,17 @@ def build_stack(spec: StackSpec, rid: str = "req-0") -> HybridModel | ServerMode
     from gdn_parity.drift.model.server.numerics import ServerNumerics
 
     config = SIZES[spec.size]
+    kernels = load_kernels()
+    numerics = (
+        ServerNumerics.of_server(spec.deterministic, spec.exact_parity)
+        if spec.isolate is None
+        else ServerNumerics.isolating(spec.isolate)
+    )
     return ServerModel(
         config,
-        make_weights(config, spec.device),
-        load_kernels(),
-        ServerNumerics(spec.deterministic, spec.exact_parity),
+        weights or make_weights(config, spec.device),
+        kernels,
+        numerics,
         device=spec.device,
         max_len=spec.max_len,
         requests=spec.requests,

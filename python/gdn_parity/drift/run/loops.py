@@ -42,6 +42,17 @@ class BaseTrajectory:
     states: dict[int, tuple[torch.Tensor, torch.Tensor]]
 
 
+class StepObserver(Protocol):
+    """Told of every absorbed row: the attribution's recorder (``attribute.tracker``)."""
+
+    def decoded(self, position: int) -> None:
+        """Base decode absorbed the row at ``position``."""
+
+    def verified(self, position: int, committed: int, tokens: list[int]) -> None:
+        """A verify forward at ``position`` committed ``committed`` rows; ``tokens``: the output
+        so far."""
+
+
 class Drafter(Protocol):
     def propose(self, index: int, gamma: int) -> list[int]:
         """Drafts for output tokens ``index .. index + gamma - 1``."""
@@ -97,6 +108,7 @@ def run_base(
     num_tokens: int,
     progress: Progress,
     exact_parity: bool = False,
+    observer: StepObserver | None = None,
 ) -> BaseTrajectory:
     """Greedy decode; with ``exact_parity`` through the flag's decode kernel, as a
     Base server started with --gdn-verify-exact-parity runs it."""
@@ -106,6 +118,8 @@ def run_base(
     progress(1)
     while len(tokens) < num_tokens:
         logits = model.forward([tokens[-1]], pos, "decode", exact_parity)
+        if observer is not None:
+            observer.decoded(pos)
         pos += 1
         states[pos] = model.gdn_state()
         tokens.append(_argmax(logits)[0])
@@ -133,8 +147,13 @@ def run_spec(
     drafter: Drafter,
     progress: Progress,
     reference: BaseTrajectory | None = None,
+    observer: StepObserver | None = None,
+    stop_at_divergence: bool = False,
 ) -> RunResult:
-    """Verify rounds until ``num_tokens`` are emitted; diffs against ``reference`` if given."""
+    """Verify rounds until ``num_tokens`` are emitted; diffs against ``reference`` if given.
+
+    ``stop_at_divergence``: end the run at the round whose tokens leave the reference's.
+    """
     model.restore(start)
     result = RunResult(mode, [first])
     anchor, pos = first, prompt_len
@@ -148,7 +167,7 @@ def run_spec(
                 correct += 1
         model.commit(correct)
         emitted = [*drafts[:correct], target[correct]]
-        anchor, pos = emitted[-1], pos + correct + 1
+        round_pos, anchor, pos = pos, emitted[-1], pos + correct + 1
         result.rounds += 1
         result.proposed += mode.gamma
         result.accepted += correct
@@ -156,9 +175,16 @@ def run_spec(
         result.histogram[correct] += 1
         before = len(result.tokens)
         result.tokens.extend(emitted)
+        if observer is not None:
+            observer.verified(round_pos, correct + 1, result.tokens)
         if reference is not None:
             result.diffs.append(_round_diff(model, reference, result, pos))
         progress(min(len(result.tokens), num_tokens) - before)
+        if stop_at_divergence and reference is not None:
+            new = result.tokens[before:num_tokens]
+            if new != reference.tokens[before : before + len(new)]:
+                progress(num_tokens - min(len(result.tokens), num_tokens))  # the bar's share
+                break
     result.tokens = result.tokens[:num_tokens]
     return result
 

@@ -7,7 +7,7 @@ The worker writes a ``VariantResult`` as JSON; the demo reads it back with
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from gdn_parity.drift.run.modes import Mode, ModeKind
 
@@ -42,6 +42,36 @@ class Decoded:
 
 
 @dataclass(frozen=True)
+class FirstDifference:
+    """The first component output of the tracked request that differs from Base's, bitwise.
+
+    Rows are ordered by position, then by the order the model computes its components;
+    the committed GDN state (``ssm_state``/``conv_state``) comes after the last row a
+    decode step or a verify commit absorbs.
+    """
+
+    output_index: int  # the output token whose logits that row computes
+    position: int  # the row's position in the sequence (prompt included)
+    row: int  # the row within its verify forward (0: the anchor)
+    layer: int  # the model layer; the layer count for final_norm and lm_head
+    component: str  # drift.attribute.components.COMPONENTS
+    kind: str  # gemm, norm, attention, conv or gdn
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Every committed row on Base's path, compared component by component with Base decode."""
+
+    rows_compared: int
+    first: FirstDifference | None  # None: every compared row and state is bitwise Base's
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> Attribution:
+        first = raw["first"]
+        return cls(raw["rows_compared"], FirstDifference(**first) if first else None)
+
+
+@dataclass(frozen=True)
 class ModeResult:
     """One speculative mode's run against the variant's Base decode."""
 
@@ -54,11 +84,14 @@ class ModeResult:
     accepted: int
     histogram: list[int]
     diffs: list[RoundDiff]
+    attribution: Attribution | None = None  # with --attribute
 
     @classmethod
     def from_dict(cls, raw: dict) -> ModeResult:
         fields = dict(raw, mode=Mode.from_dict(raw["mode"]))
         fields["diffs"] = [RoundDiff(**d) for d in raw["diffs"]]
+        if raw.get("attribution"):
+            fields["attribution"] = Attribution.from_dict(raw["attribution"])
         return cls(**fields)
 
 
@@ -80,6 +113,9 @@ class VariantResult:
     seconds: float
     stack: str = "rowwise"
     deterministic: bool = False
+    requests: int = 1  # the batch (the server stack's; the row-wise stack serves one)
+    # The sources of decode/verify difference left as a default server computes them.
+    live_sources: list[str] = field(default_factory=list)
 
     def mode(self, kind: ModeKind) -> ModeResult:
         """The first mode of ``kind``."""

@@ -1,8 +1,12 @@
-"""The three numerics the demo compares, each the real sglang code of a prefix of the series.
+"""The numerics the demo compares, each the real sglang code of a prefix of the series.
 
 Patch 0001 (the state trace) changes no numerics, so the 0.5.23 variant is the
 base plus that patch alone: the harness traces every variant with sglang's own
 tracer.
+
+The first five are server configurations (flags). The ``ISOLATING`` ones are the
+attribution's experiments on the server stack: every source of decode/verify
+difference made exact but one, so a divergence there is that source's alone.
 """
 
 from __future__ import annotations
@@ -26,7 +30,28 @@ class Variant:
     patches: int | None  # a prefix of the series; None: all of it
     exact_parity: bool
     deterministic: bool = False  # --enable-deterministic-inference (the server stack reads it)
+    # The one source left as a default server computes it (server.numerics.SOURCES), or
+    # "none"; None: a server configuration, the flags above say what runs.
+    isolate: str | None = None
 
+
+def _isolating(source: str, description: str) -> Variant:
+    """Deterministic inference and the flag, one source reverted to the server's default."""
+    name = "exact-stack" if source == "none" else f"only-{source}"
+    return Variant(name, description, None, source != "gdn", deterministic=True, isolate=source)
+
+
+ISOLATING = (
+    _isolating(
+        "none",
+        "every source exact: batch-invariant GEMMs, deterministic attention (0006), "
+        "decode's conv through causal_conv1d_update, the flag",
+    ),
+    _isolating("gemm", "exact-stack but torch's default GEMMs"),
+    _isolating("attention", "exact-stack but the Triton backend's default attention"),
+    _isolating("conv", "exact-stack but decode's fused projection/conv kernel (CUDA)"),
+    _isolating("gdn", "exact-stack but the default GDN verify kernel (flag off)"),
+)
 
 VARIANTS = (
     Variant("0.5.23", "sglang 0.5.23's kernels (the series' fixes off)", 1, False),
@@ -46,6 +71,7 @@ VARIANTS = (
         True,
         deterministic=True,
     ),
+    *ISOLATING,
 )
 
 

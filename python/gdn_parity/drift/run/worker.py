@@ -9,19 +9,23 @@ progress on stdout as ``progress N`` lines (N newly committed tokens).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gdn_parity.drift.run.modes import Mode, Progress
+from gdn_parity.drift.run.pool import serve
 from gdn_parity.drift.run.results import Decoded, ModeResult, VariantResult
 
 if TYPE_CHECKING:
+    from gdn_parity.drift.attribute.tracker import Attributor
     from gdn_parity.drift.model.hybrid import HybridModel
+    from gdn_parity.drift.model.server.model import ServerModel
+    from gdn_parity.drift.run.loops import BaseTrajectory
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,10 @@ class Job:
     attention: str = "torch"
     stack: str = "rowwise"  # or "server" (drift.model.stacks)
     deterministic: bool = False
+    isolate: str | None = None  # the server stack's one live source (variants.Variant)
     requests: int = 5  # the server stack's batch
+    attribute: bool = False  # record and compare every component (drift.attribute)
+    stop_at_divergence: bool = False  # end a mode at its first token off Base's
     seed: int = 0
     trace_dir: str | None = None
     out: str = ""
@@ -77,6 +84,8 @@ class _Tracer:
             "attention": self.job.attention,
             "stack": self.job.stack,
             "enable_deterministic_inference": self.job.deterministic,
+            "isolate": self.job.isolate,
+            "requests": self.job.requests,
             "speculative_num_draft_tokens": draft_tokens,
         }
         self.model.start_trace(path, f"{self.job.size}, seed {self.job.seed}", flags)
@@ -88,6 +97,7 @@ class _Tracer:
 
 def run_job(job: Job, progress: Progress) -> VariantResult:
     from gdn_parity.debug.tokens import ids_sha256
+    from gdn_parity.drift.attribute.tracker import Attributor
     from gdn_parity.drift.model.stacks import StackSpec, build_stack
     from gdn_parity.drift.run import loops
 
@@ -102,6 +112,7 @@ def run_job(job: Job, progress: Progress) -> VariantResult:
             attention=job.attention,
             deterministic=job.deterministic,
             exact_parity=job.exact_parity,
+            isolate=job.isolate,
             requests=job.requests,
         ),
         rid="demo",
@@ -110,45 +121,25 @@ def run_job(job: Job, progress: Progress) -> VariantResult:
     if job.exact_parity and not kernels.has_exact_parity:
         raise RuntimeError(f"{kernels.tree} has no --gdn-verify-exact-parity kernel")
     tracer = _Tracer(job, model)
-    start, first = loops.prefill(model, job.prompt)
-    tracer.start("base", 1)
-    base = loops.run_base(
-        model, start, first, len(job.prompt), job.tokens, progress, job.exact_parity
-    )
-    tracer.stop()
-    runs = []
-    for index, mode in enumerate(job.modes):
-        model.set_draft_tokens(mode.gamma + 1)
-        tracer.start(mode.label, mode.gamma + 1)
-        drafter = loops.OracleDrafter(
-            base.tokens, mode.accept_rate, model.c.vocab, job.seed + index
-        )
-        run = loops.run_spec(
+    attributor = Attributor(model, len(job.prompt)) if job.attribute else None
+    with attributor or contextlib.nullcontext():
+        start, first = loops.prefill(model, job.prompt)
+        tracer.start("base", 1)
+        base = loops.run_base(
             model,
             start,
             first,
             len(job.prompt),
-            mode,
             job.tokens,
-            job.exact_parity,
-            drafter,
             progress,
-            reference=base,
+            job.exact_parity,
+            observer=attributor,
         )
         tracer.stop()
-        runs.append(
-            ModeResult(
-                label=mode.label,
-                mode=mode,
-                tokens=run.tokens,
-                sha256=ids_sha256(run.tokens),
-                rounds=run.rounds,
-                proposed=run.proposed,
-                accepted=run.accepted,
-                histogram=run.histogram,
-                diffs=run.diffs,
-            )
-        )
+        runs = [
+            _run_mode(job, model, tracer, attributor, base, start, first, index, progress)
+            for index in range(len(job.modes))
+        ]
     return VariantResult(
         variant=job.variant,
         exact_parity=job.exact_parity,
@@ -166,25 +157,60 @@ def run_job(job: Job, progress: Progress) -> VariantResult:
         seconds=time.perf_counter() - started,
         stack=job.stack,
         deterministic=job.deterministic,
+        requests=job.requests if job.stack == "server" else 1,
+        live_sources=model.live_sources(),
     )
 
 
-def main(argv: list[str]) -> int:
-    job = Job.from_json(Path(argv[0]).read_text())
-    from gdn_parity.sandbox.sglang_tree import use_tree
+def _run_mode(
+    job: Job,
+    model: HybridModel | ServerModel,
+    tracer: _Tracer,
+    attributor: Attributor | None,
+    base: BaseTrajectory,
+    start: Any,
+    first: int,
+    index: int,
+    progress: Progress,
+) -> ModeResult:
+    """Mode ``index`` of the job from the shared prefill ``start``, against ``base``."""
+    from gdn_parity.debug.tokens import ids_sha256
+    from gdn_parity.drift.run import loops
 
-    use_tree(Path(job.tree), job.device)
-    import torch
-
-    torch.set_num_threads(1)
-
-    def progress(n: int) -> None:
-        print(f"progress {n}", flush=True)
-
-    result = run_job(job, progress)
-    Path(job.out).write_text(json.dumps(result.to_dict()))
-    return 0
+    mode = job.modes[index]
+    model.set_draft_tokens(mode.gamma + 1)
+    tracer.start(mode.label, mode.gamma + 1)
+    drafter = loops.OracleDrafter(base.tokens, mode.accept_rate, model.c.vocab, job.seed + index)
+    if attributor is not None:
+        attributor.start_mode(base.tokens)
+    run = loops.run_spec(
+        model,
+        start,
+        first,
+        len(job.prompt),
+        mode,
+        job.tokens,
+        job.exact_parity,
+        drafter,
+        progress,
+        reference=base,
+        observer=attributor,
+        stop_at_divergence=job.stop_at_divergence,
+    )
+    tracer.stop()
+    return ModeResult(
+        label=mode.label,
+        mode=mode,
+        tokens=run.tokens,
+        sha256=ids_sha256(run.tokens),
+        rounds=run.rounds,
+        proposed=run.proposed,
+        accepted=run.accepted,
+        histogram=run.histogram,
+        diffs=run.diffs,
+        attribution=attributor.result() if attributor is not None else None,
+    )
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(serve(sys.argv[1:], Job.from_json, run_job))

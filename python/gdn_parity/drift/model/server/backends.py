@@ -64,7 +64,8 @@ def triton_attention_backend(
     """The target model's TritonAttnBackend, with its pool and ``req_to_token`` table.
 
     ``verify_as_decode`` (patch 0006) is on where ``__init__`` turns it on:
-    deterministic inference on a speculative target, in a tree that has it.
+    deterministic inference (``numerics.deterministic_attention``) on a
+    speculative target, in a tree that has it.
     """
     from sglang.kernels.ops.attention import extend_attention
     from sglang.kernels.ops.attention.decode_attention import decode_attention_fwd
@@ -85,7 +86,7 @@ def triton_attention_backend(
         enable_alt_stream=False,
     )
     req_to_token = torch.zeros(req_rows, context, dtype=torch.int32, device=device)
-    deterministic = numerics.deterministic
+    deterministic = numerics.deterministic_attention
     split_tile = SPLIT_TILE if deterministic else None
     b = TritonAttnBackend.__new__(TritonAttnBackend)
     b.__dict__.update(

@@ -6,7 +6,9 @@ drift loops drive (``forward``/``commit`` take and return its rows, as
 lengths that ride in every batch: greedy decode in Base, verify rounds that
 commit their target's own token (forced reject) in speculative modes. Each
 batch is padded to the next CUDA-graph batch size as the graph runner pads it
-(``req_pool_indices`` 0, mamba slot -1, ``seq_len`` 1, KV write slot 0).
+(``req_pool_indices`` 0, mamba slot -1, ``seq_len`` 1, KV write slot 0): a
+Base server's decode list for decode, a speculative server's for verify
+(``padding``).
 
 Per forward, each linear layer (GDN in_proj_qkvz/in_proj_ba/out_proj,
 attention qkv/o, MLP gate_up/down, lm_head) is one GEMM over every row of the
@@ -29,10 +31,12 @@ row-wise stack's prefill.
 
 from __future__ import annotations
 
+import functools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -43,22 +47,13 @@ from gdn_parity.drift.model.gdn import GDNLayer
 from gdn_parity.drift.model.kernels import SglangKernels
 from gdn_parity.drift.model.server import backends
 from gdn_parity.drift.model.server.numerics import ServerNumerics, enable_batch_invariant_gemms
+from gdn_parity.drift.model.server.padding import padded_batch
 from gdn_parity.drift.model.weights import DTYPE, AttentionWeights, ModelWeights
 
-# The smallest CUDA-graph batch sizes of sglang's default decode capture list.
-GRAPH_BATCH_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64)
+if TYPE_CHECKING:
+    from gdn_parity.drift.attribute.recorder import ComponentRecorder
+
 VOCAB_IDS = 248069  # sglang#35150's request uses ids below this
-
-
-def fused_decode_proj_conv(device: str) -> bool:
-    """Qwen3.5's ``_gdn_decode_fused_proj_conv``: hand decode the projections unsplit (CUDA)."""
-    from sglang.srt.environ import envs
-
-    return device == "cuda" and envs.SGLANG_ENABLE_GDN_DECODE_FUSED_PROJ_CONV.get()
-
-
-def graph_batch_size(requests: int) -> int:
-    return next(bs for bs in GRAPH_BATCH_SIZES if bs >= requests)
 
 
 def companion_prompts(prompt: list[int], requests: int) -> list[list[int]]:
@@ -86,6 +81,13 @@ class _Request:
     length: int = 0  # committed tokens (absorbed into the state)
     next_token: int = 0  # its next input: the last emitted token
     targets: list[int] = field(default_factory=list)  # the last verify's argmax rows
+
+
+@dataclass(frozen=True)
+class PreparedStep:
+    """One forward of the padded batch, its batch and metadata built: ``run()`` -> logits."""
+
+    run: Callable[[], torch.Tensor]
 
 
 @dataclass
@@ -121,12 +123,17 @@ class ServerModel:
         self.device, self.max_len, self.rid = device, max_len, rid
         self.ssm_dtype, self.conv_dtype = ssm_dtype, conv_dtype
         self.n = requests
-        self.bs = graph_batch_size(requests)
-        self.batch_invariant_gemms = enable_batch_invariant_gemms(device)
-        self.fused_decode_proj_conv = fused_decode_proj_conv(device)
+        self.padded = {phase: padded_batch(requests, phase) for phase in ("decode", "verify")}
+        self.capacity = max(self.padded.values())  # pool slots and req_to_token rows
+        gemms = numerics.batch_invariant_gemms
+        self.batch_invariant_gemms = gemms and enable_batch_invariant_gemms(device)
+        # Qwen3.5's _gdn_decode_fused_proj_conv: decode gets the projections unsplit (CUDA).
+        self.fused_decode_proj_conv = numerics.fused_decode_conv and device == "cuda"
         self.requests = [_Request(slot=i + 1) for i in range(requests)]
         self.rng = random.Random(seed)
         self.trace: Any = None
+        self.probe: ComponentRecorder | None = None
+        self._layer = 0  # the layer being computed, for the conv tap inside the GDN backend
         self._build_layers()
         self._build_pools(draft_tokens=1)
 
@@ -147,6 +154,7 @@ class ServerModel:
                 self.layers.append(
                     SimpleNamespace(
                         kind="attention",
+                        index=layer,
                         radix=backends.attention_layer(attn_index, c),
                         qkv=torch.cat([m.q, m.k, m.v]),  # QKVParallelLinear
                         w=m,
@@ -163,6 +171,7 @@ class ServerModel:
                 self.layers.append(
                     SimpleNamespace(
                         kind="gdn",
+                        index=layer,
                         radix=backends.gdn_layer(layer, c, m),
                         prefill=GDNLayer(layer, gdn_index, m, c, self.kernels),
                         qkvz=torch.cat([m.qkv, m.z]),  # Qwen3.5's contiguous in_proj_qkvz
@@ -179,10 +188,10 @@ class ServerModel:
         c = self.c
         self.draft_tokens = draft_tokens
         self.state = backends.speculative_state(
-            c, self.bs, draft_tokens, self.ssm_dtype, self.conv_dtype, self.device
+            c, self.capacity, draft_tokens, self.ssm_dtype, self.conv_dtype, self.device
         )
         self.gdn = backends.gdn_backend(
-            self.state, c.gdn_layers, self.numerics, self.bs, self.device
+            self.state, c.gdn_layers, self.numerics, self.capacity, self.device
         )
         if self.trace is not None:
             self.gdn.state_trace = self.trace
@@ -190,14 +199,15 @@ class ServerModel:
             c,
             self.numerics,
             kv_slots=self.n * self.max_len + 1,
-            req_rows=self.bs,
+            req_rows=self.capacity,
             context=self.max_len,
             num_tokens_per_req=draft_tokens,
             device=self.device,
         )
         # Request i's token t lives in KV slot 1 + i * max_len + t; slot 0 takes padded writes.
-        slots = torch.arange(self.n * self.max_len, dtype=torch.int32, device=self.device) + 1
-        self.attn.req_to_token[: self.n] = slots.view(self.n, self.max_len)
+        slots = torch.arange(self.n * self.max_len, dtype=torch.int32) + 1
+        self.kv_slots = slots.view(self.n, self.max_len)  # host copy: _batch reads it per row
+        self.attn.req_to_token[: self.n] = self.kv_slots.to(self.device)
 
     # -- the HybridModel interface ------------------------------------------------------
 
@@ -254,6 +264,46 @@ class ServerModel:
             self.trace = None
             self.gdn.state_trace = None
 
+    def live_sources(self) -> list[str]:
+        """The sources of decode/verify difference this run computes as a default server does."""
+        verify_as_decode = self.attn.verify_as_decode
+        live = {
+            "gemm": not self.batch_invariant_gemms,
+            "attention": not verify_as_decode,
+            "conv": self.fused_decode_proj_conv,
+            "gdn": not self.numerics.exact_parity,
+        }
+        return [source for source, on in live.items() if on]
+
+    def attach_probe(self, probe: ComponentRecorder | None) -> None:
+        """Record request 0's component outputs into ``probe`` (None: stop recording).
+
+        The conv runs inside ``GDNAttnBackend``: while a probe is attached, the
+        backend module's conv functions are wrapped to hand their output to it.
+        """
+        from sglang.srt.layers.attention.linear import gdn_backend
+
+        self.probe = probe
+        for name in ("causal_conv1d_update", "fused_qkvzba_causal_conv1d_update_contiguous"):
+            current = getattr(gdn_backend, name, None)  # the fused kernel: CUDA/HIP/XPU only
+            if current is None:
+                continue
+            original = getattr(current, "__wrapped__", current)
+            setattr(gdn_backend, name, original if probe is None else self._conv_tap(original))
+
+    def _conv_tap(self, conv):
+        @functools.wraps(conv)
+        def tapped(*args, **kwargs):
+            out = conv(*args, **kwargs)
+            mixed = out[0] if isinstance(out, tuple) else out  # the fused kernel: (qkv, z, b, a)
+            if self.probe is not None and self.probe.active:
+                # decode: [bs, dim]; verify: [bs, dim, draft], request 0's rows are mixed[0].T
+                rows = mixed[0].T if mixed.dim() == 3 else mixed[: self.probe.width]
+                self.probe.tap(self._layer, "conv", rows)
+            return out
+
+        return tapped
+
     def forward(
         self, tokens: list[int], start: int, phase: str, exact_parity: bool = False
     ) -> torch.Tensor:
@@ -266,8 +316,9 @@ class ServerModel:
         tracked.next_token = tokens[0]
         if phase == "decode":
             logits = self._step([[r.next_token] for r in self.requests], "decode")
-            for r, row in zip(self.requests[1:], logits[1 : self.n], strict=True):
-                r.next_token = int(row.argmax())
+            nexts = logits[1 : self.n, 0].argmax(-1).tolist()
+            for r, token in zip(self.requests[1:], nexts, strict=True):
+                r.next_token = token
                 r.length += 1
             tracked.length += 1
             return logits[0]
@@ -281,8 +332,9 @@ class ServerModel:
             drafts = [self.rng.randrange(self.c.vocab) for _ in range(width - 1)]
             rows.append([r.next_token, *drafts])
         logits = self._step(rows, "verify")
-        for r, row in zip(self.requests, logits[: self.n], strict=True):
-            r.targets = row.argmax(-1).tolist()
+        targets = logits[: self.n].argmax(-1).tolist()
+        for r, row in zip(self.requests, targets, strict=True):
+            r.targets = row
         return logits[0]
 
     def commit(self, step: int) -> None:
@@ -303,6 +355,8 @@ class ServerModel:
 
     def _prefill_all(self, prompt: list[int]) -> torch.Tensor:
         self.clear()
+        if self.probe is not None:
+            self.probe.begin("prefill", 0, 0)  # shared by every mode: not recorded
         out = None
         for r, p in zip(self.requests, companion_prompts(prompt, self.n), strict=True):
             logits = self._prefill(r, p)
@@ -313,13 +367,25 @@ class ServerModel:
     def _linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.linear(x, weight)
 
+    def _tap(self, layer: int, component: str, out: torch.Tensor) -> None:
+        """Hand the probe request 0's rows of ``out`` (rows first; heads may follow as rows)."""
+        if self.probe is not None and self.probe.active:
+            width = self.probe.width
+            self.probe.tap(layer, component, out.reshape(self._rows, -1)[:width])
+
     def _mlp(self, x: torch.Tensor, layer: SimpleNamespace) -> torch.Tensor:
-        gate, up = self._linear(x, layer.gate_up).chunk(2, dim=-1)
-        return self._linear(F.silu(gate) * up, layer.lw.down)  # SiluAndMul.forward_native
+        gate_up = self._linear(x, layer.gate_up)
+        self._tap(layer.index, "mlp_gate_up", gate_up)
+        gate, up = gate_up.chunk(2, dim=-1)
+        down = self._linear(F.silu(gate) * up, layer.lw.down)  # SiluAndMul.forward_native
+        self._tap(layer.index, "mlp_down", down)
+        return down
 
     def _qkv(self, x, layer, positions):
         c = self.c
-        q, k, v = self._linear(x, layer.qkv).split(
+        qkv = self._linear(x, layer.qkv)
+        self._tap(layer.index, "qkv_proj", qkv)
+        q, k, v = qkv.split(
             [c.attn_heads * c.attn_head_dim] + [c.attn_kv_heads * c.attn_head_dim] * 2,
             dim=-1,
         )
@@ -327,11 +393,16 @@ class ServerModel:
         k = self.rms_norm(k.reshape(-1, c.attn_head_dim), layer.w.k_norm, c.rms_eps)
         q = rope(q.view(x.shape[0], -1, c.attn_head_dim), positions, c.rope_theta)
         k = rope(k.view(x.shape[0], -1, c.attn_head_dim), positions, c.rope_theta)
+        self._tap(layer.index, "q_norm_rope", q)
+        self._tap(layer.index, "k_norm_rope", k)
         return q.reshape(x.shape[0], -1), k.reshape(x.shape[0], -1), v.contiguous()
 
     def _finish(self, h: torch.Tensor) -> torch.Tensor:
         normed = self.rms_norm(h, self.w.final_norm, self.c.rms_eps)
-        return self._linear(normed, self.w.lm_head).float()  # LogitsProcessor: bf16 lm_head
+        self._tap(self.c.layers, "final_norm", normed)
+        logits = self._linear(normed, self.w.lm_head)  # LogitsProcessor: bf16 lm_head
+        self._tap(self.c.layers, "lm_head", logits)
+        return logits.float()
 
     def _prefill(self, request: _Request, prompt: list[int]) -> torch.Tensor:
         """One request's prompt: sglang's prefill kernels, called as the backends call them."""
@@ -372,22 +443,25 @@ class ServerModel:
     def _gdn_out(self, layer, core: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         c = self.c
         rows = z.shape[0]
+        self._tap(layer.index, "gdn", core)
         normed = layer.norm(
             core.reshape(-1, c.gdn_head_dim), z.reshape(-1, c.gdn_head_dim).contiguous()
         )
-        return self._linear(normed.reshape(rows, c.gdn_v_dim), layer.w.out)
+        self._tap(layer.index, "gated_norm", normed)
+        out = self._linear(normed.reshape(rows, c.gdn_v_dim), layer.w.out)
+        self._tap(layer.index, "out_proj", out)
+        return out
 
     def _batch(self, rows: list[list[int]], phase: str) -> SimpleNamespace:
         """The forward batch of ``rows`` (one list per request), padded to the graph size."""
-        width, pad = len(rows[0]), self.bs - self.n
+        bs = self.padded[phase]
+        width, pad = len(rows[0]), bs - self.n
         dev = self.device
         lengths = [r.length for r in self.requests]
         ids = [t for row in rows for t in row] + [0] * (pad * width)
         positions = [p + j for p in lengths for j in range(width)] + [0] * (pad * width)
         out_loc = [
-            int(self.attn.req_to_token[i, p + j])
-            for i, p in enumerate(lengths)
-            for j in range(width)
+            int(self.kv_slots[i, p + j]) for i, p in enumerate(lengths) for j in range(width)
         ] + [0] * (pad * width)
         # Decode counts its own token; verify carries the committed lengths. Padded rows
         # get the Triton backend's CUDA-graph seq_len fill value, 1.
@@ -411,11 +485,12 @@ class ServerModel:
     def _gdn_metadata(self, batch, width: int):
         from sglang.srt.layers.attention.mamba.mamba2_metadata import ForwardMetadata
 
+        bs = batch.batch_size
         kwargs = {"is_target_verify": True, "draft_token_num": width} if width > 1 else {}
-        mamba = [r.slot for r in self.requests] + [-1] * (self.bs - self.n)
+        mamba = [r.slot for r in self.requests] + [-1] * (bs - self.n)
         return ForwardMetadata(
             query_start_loc=torch.arange(
-                0, self.bs * width + 1, width, dtype=torch.int32, device=self.device
+                0, bs * width + 1, width, dtype=torch.int32, device=self.device
             ),
             mamba_cache_indices=torch.tensor(mamba, dtype=torch.int32, device=self.device),
             **kwargs,
@@ -423,7 +498,21 @@ class ServerModel:
 
     def _step(self, rows: list[list[int]], phase: str) -> torch.Tensor:
         """Logits ``[bs, width, vocab]`` of one decode or verify forward of the padded batch."""
-        c, width = self.c, len(rows[0])
+        return self._prepare(rows, phase).run()
+
+    def prepare_step(self, phase: str, width: int) -> PreparedStep:
+        """The next ``phase`` forward of every request (random drafts), ready to run again
+        and again: what ``cost`` times. Running it moves no request forward."""
+        rows = [
+            [r.next_token, *(self.rng.randrange(self.c.vocab) for _ in range(width - 1))]
+            for r in self.requests
+        ]
+        return self._prepare(rows, phase)
+
+    def _prepare(self, rows: list[list[int]], phase: str) -> PreparedStep:
+        """Build the batch and the backends' metadata (host work); the forward itself is
+        ``run``."""
+        width = len(rows[0])
         batch = self._batch(rows, phase)
         self.attn.init_forward_metadata(batch)
         self.gdn.forward_metadata = self._gdn_metadata(batch, width)
@@ -435,17 +524,28 @@ class ServerModel:
                 ssm_dtype=self.ssm_dtype,
                 draft_token_num=width,
             )
+        return PreparedStep(functools.partial(self._run, batch, phase, width))
+
+    def _run(self, batch, phase: str, width: int) -> torch.Tensor:
+        c = self.c
+        self._rows = batch.input_ids.shape[0]
+        if self.probe is not None:
+            self.probe.begin(phase, self.requests[0].length, width)
         h = self.w.embed[batch.input_ids]
         for layer in self.layers:
+            self._layer = layer.index
             x = self.rms_norm(h, layer.lw.input_norm, c.rms_eps)
+            self._tap(layer.index, "input_norm", x)
             out = (
                 self._gdn(layer, x, batch, phase)
                 if layer.kind == "gdn"
                 else self._attention(layer, x, batch, phase)
             )
             h = h + out
-            h = h + self._mlp(self.rms_norm(h, layer.lw.post_norm, c.rms_eps), layer)
-        return self._finish(h).view(self.bs, width, -1)
+            x = self.rms_norm(h, layer.lw.post_norm, c.rms_eps)
+            self._tap(layer.index, "post_norm", x)
+            h = h + self._mlp(x, layer)
+        return self._finish(h).view(batch.batch_size, width, -1)
 
     def _gdn(self, layer, x, batch, phase: str) -> torch.Tensor:
         from sglang.kernels.ops.attention.triton_gdn_fused_proj import (
@@ -454,6 +554,8 @@ class ServerModel:
 
         c = self.c
         qkvz, ba = self._linear(x, layer.qkvz), self._linear(x, layer.ba)
+        self._tap(layer.index, "in_proj_qkvz", qkvz)
+        self._tap(layer.index, "in_proj_ba", ba)
         if phase == "decode" and self.fused_decode_proj_conv:
             # The backend runs the fused kernel where can_use_fused_... allows, else unpacks.
             core, z = self.gdn.forward_decode(layer.radix, batch, mixed_qkv=(qkvz, ba), a=ba, b=ba)
@@ -472,4 +574,7 @@ class ServerModel:
         v = v.view(-1, c.attn_kv_heads, c.attn_head_dim)
         forward = self.attn.forward_decode if phase == "decode" else self.attn.forward_extend
         o = forward(q.contiguous(), k.contiguous(), v, layer.radix, batch)
-        return self._linear(o.view(x.shape[0], -1), layer.w.o)
+        self._tap(layer.index, "attention", o)
+        out = self._linear(o.view(x.shape[0], -1), layer.w.o)
+        self._tap(layer.index, "o_proj", out)
+        return out

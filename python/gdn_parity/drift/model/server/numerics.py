@@ -1,4 +1,12 @@
-"""What a variant turns on in the server: ``--enable-deterministic-inference`` and the GDN flag."""
+"""What computes each source of decode/verify difference in the server stack.
+
+A server sets them from its arguments (``ServerNumerics.of_server``): GEMMs and
+the Triton attention backend follow ``--enable-deterministic-inference``, the
+GDN verify kernel ``--gdn-verify-exact-parity``, the decode conv
+``SGLANG_ENABLE_GDN_DECODE_FUSED_PROJ_CONV``. ``ServerNumerics.isolating``
+makes every source exact but one, which runs as the default server runs it:
+the attribution's "one source at a time".
+"""
 
 from __future__ import annotations
 
@@ -8,11 +16,41 @@ SPLIT_TILE = 256  # SGLANG_TRITON_DECODE_SPLIT_TILE_SIZE's default (deterministi
 NUM_KV_SPLITS = 8  # --triton-attention-num-kv-splits' default
 SM_COUNT = 132  # get_device_core_count on an H100/H200; the split heuristic reads it
 
+SOURCES = ("gemm", "attention", "conv", "gdn")  # the issue's sources (attribute.components.Kind)
+
 
 @dataclass(frozen=True)
 class ServerNumerics:
-    deterministic: bool  # --enable-deterministic-inference
+    batch_invariant_gemms: bool  # sglang's batch_invariant_ops, as deterministic inference
+    deterministic_attention: bool  # TritonAttnBackend under deterministic inference (0006)
+    fused_decode_conv: bool  # decode's fused projection-unpack + conv kernel (CUDA only)
     exact_parity: bool  # --gdn-verify-exact-parity
+
+    @property
+    def deterministic(self) -> bool:
+        """--enable-deterministic-inference as a server sets it: GEMMs and attention."""
+        return self.batch_invariant_gemms and self.deterministic_attention
+
+    @classmethod
+    def of_server(cls, deterministic: bool, exact_parity: bool) -> ServerNumerics:
+        """What a server started with these flags runs (sglang must be importable)."""
+        from sglang.srt.environ import envs
+
+        fused = envs.SGLANG_ENABLE_GDN_DECODE_FUSED_PROJ_CONV.get()
+        return cls(deterministic, deterministic, fused, exact_parity)
+
+    @classmethod
+    def isolating(cls, source: str) -> ServerNumerics:
+        """Every source exact but ``source`` ("none": all exact), which runs as by default.
+
+        Exact: batch-invariant GEMMs, deterministic attention (verify through the
+        decode kernel, 0006), decode's conv through ``causal_conv1d_update`` (the
+        kernel verify runs), the flag. Default: torch's GEMMs, the backend's
+        default kernels, the fused decode conv, the default verify kernel.
+        """
+        if source not in (*SOURCES, "none"):
+            raise ValueError(f"no source {source!r}; choose from {SOURCES} or 'none'")
+        return cls(source != "gemm", source != "attention", source == "conv", source != "gdn")
 
 
 def enable_batch_invariant_gemms(device: str) -> bool:

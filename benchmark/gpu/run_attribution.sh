@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Device command: issue #10 parts 2 and 5 on the server stack. Carry .gpu (the sglang
+# wheel + cp312 wheels). Arguments: the groups to run, in order (default: smoke):
+#   smoke   tiny model, 8 tokens: the server stack, --attribute and cost run at all (~2 min)
+#   bf16    large, 1000 tokens, bf16 SSM pool: the five server variants at batch 4 and
+#           batch 1, and the isolating variants (one source live) at batch 4
+#   fp32    the same five variants with an fp32 SSM pool, batch 4 and batch 1
+#   cost    median decode/verify step per variant, N = 1, 4, 32, gamma 3, bf16 pool
+#   rowwise the row-wise control (no sglang serving modules needed): torch attention and
+#           sglang's Triton attention kernels, three variants each, bf16 pool
+# Demos of one group run side by side (--jobs 5 each): the server stack is host-bound.
+# Tables land in $OUT/<group>-<run>.md; everything in $OUT/attribution.tar.gz.
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
+export GDN_PARITY_CACHE=/tmp/gdn-parity-cache PYTHONWARNINGS=ignore
+mkdir -p "$GDN_PARITY_CACHE/wheels" /tmp/attr-out
+cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
+} >> /tmp/attr-out/env.txt 2>&1
+SERVER=0.5.23,beta-aligned,exact-parity,deterministic,deterministic-exact-parity
+ISOLATE=exact-stack,only-gemm,only-attention,only-conv,only-gdn
+LARGE=(--device cuda --size large --tokens 1000 --gammas 1,4 --natural-gamma 3
+  --accept-rates 0.9 --attribute --stop-at-divergence --jobs 5)
+demo() {  # name, time limit, then demo arguments; in the background
+  local name=$1 limit=$2; shift 2
+  ( start=$SECONDS
+    timeout "$limit" python3 -m gdn_parity.cli demo --out "/tmp/attr-out/$name" "$@" \
+      > "/tmp/attr-out/$name.log" 2>&1
+    echo "$name: exit $?, $((SECONDS - start)) s" >> /tmp/attr-out/env.txt
+    cp "/tmp/attr-out/$name/demo.md" "$OUT/$name.md" 2>/dev/null ) &
+}
+for group in ${*:-smoke}; do
+  case $group in
+    smoke)
+      demo smoke-demo 200 --device cuda --size tiny --tokens 8 --gammas 1 --accept-rates 0.9 \
+        --batch 4 --attribute --variants 0.5.23,deterministic-exact-parity,only-conv --jobs 3
+      wait
+      timeout 150 python3 -m gdn_parity.cli cost --size tiny --batch 1,4 --replays 5 \
+        --variants 0.5.23,deterministic-exact-parity --out /tmp/attr-out/smoke-cost \
+        > /tmp/attr-out/smoke-cost.log 2>&1
+      echo "smoke-cost: exit $?" >> /tmp/attr-out/env.txt
+      cp /tmp/attr-out/smoke-cost/cost.md "$OUT/smoke-cost.md" 2>/dev/null ;;
+    bf16)
+      demo bf16-batch4 540 "${LARGE[@]}" --batch 4 --variants $SERVER
+      demo bf16-batch1 540 "${LARGE[@]}" --batch 1 --variants $SERVER
+      demo bf16-isolate 540 "${LARGE[@]}" --batch 4 --variants $ISOLATE
+      wait ;;
+    fp32)
+      demo fp32-batch4 540 "${LARGE[@]}" --ssm-dtype float32 --batch 4 --variants $SERVER
+      demo fp32-batch1 540 "${LARGE[@]}" --ssm-dtype float32 --batch 1 --variants $SERVER
+      wait ;;
+    rowwise)
+      RW=(--device cuda --stack rowwise --size large --tokens 1000 --gammas 1,4
+        --natural-gamma 3 --accept-rates 0.9 --attribute --stop-at-divergence --jobs 3
+        --variants 0.5.23,beta-aligned,exact-parity)
+      demo rowwise-torch 540 "${RW[@]}"
+      demo rowwise-triton 540 "${RW[@]}" --attention sglang-triton
+      wait ;;
+    cost)
+      timeout 540 python3 -m gdn_parity.cli cost --batch 1,4,32 --gamma 3 \
+        --out /tmp/attr-out/cost-bf16 > /tmp/attr-out/cost-bf16.log 2>&1
+      echo "cost-bf16: exit $?" >> /tmp/attr-out/env.txt
+      cp /tmp/attr-out/cost-bf16/cost.md "$OUT/cost-bf16.md" 2>/dev/null ;;
+  esac
+done
+cat /tmp/attr-out/env.txt
+tail -n 3 /tmp/attr-out/*.log
+tar czf "$OUT/attribution.tar.gz" -C /tmp/attr-out .

@@ -1,0 +1,1 @@
+"""Attribution: which component's output first differs between Base decode and a verify run."""

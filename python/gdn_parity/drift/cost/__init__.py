@@ -1,0 +1,1 @@
+"""What exactness costs: the median time of one decode step and one verify step per variant."""

@@ -1,0 +1,84 @@
+"""``gdn-parity cost``: time one decode and one verify step per variant, one worker at a time.
+
+Each variant runs in a worker process of its own (its sglang tree is the package
+``sglang``). The workers run one after another: timings of two processes sharing
+a GPU would measure each other.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from gdn_parity.drift.cost.report import cost_table, legend
+from gdn_parity.drift.cost.results import VariantCost
+from gdn_parity.drift.cost.worker import CostJob
+from gdn_parity.drift.run.pool import Bar, run_workers
+from gdn_parity.drift.run.variants import Variant, variant_tree
+from gdn_parity.notes import note
+from gdn_parity.queue.series import Series
+
+
+@dataclass(frozen=True)
+class CostPlan:
+    variants: list[Variant]
+    size: str
+    device: str
+    prompt: list[int]
+    ssm_dtype: str
+    batches: list[int]
+    gamma: int
+    replays: int
+    graphs: bool
+    out_dir: Path
+
+
+def cost_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]:
+    return [
+        CostJob(
+            variant=v.name,
+            tree=str(variant_tree(series, v)),
+            exact_parity=v.exact_parity,
+            deterministic=v.deterministic,
+            isolate=v.isolate,
+            size=plan.size,
+            device=plan.device,
+            prompt=plan.prompt,
+            batches=plan.batches,
+            gamma=plan.gamma,
+            ssm_dtype=plan.ssm_dtype,
+            replays=plan.replays,
+            graphs=plan.graphs,
+            out=str(raw_dir / f"{v.name}.json"),
+        )
+        for v in plan.variants
+    ]
+
+
+def run_cost(series: Series, plan: CostPlan) -> str:
+    """Run the plan; write ``cost.md`` and ``cost.json`` under ``plan.out_dir``; the report."""
+    with tempfile.TemporaryDirectory() as raw_dir:
+        jobs = cost_jobs(series, plan, Path(raw_dir))
+        note(f"timing {len(jobs)} variant(s), one at a time")
+        bar = Bar("cost", "step", sum(j.progress_total for j in jobs))
+        try:
+            results = run_workers(
+                "gdn_parity.drift.cost.worker", jobs, 1, plan.device, bar, VariantCost
+            )
+        finally:
+            bar.close()
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    report = "\n".join(
+        (
+            f"# gdn-parity cost: {plan.size} model on {plan.device}, {plan.ssm_dtype} SSM pool, "
+            f"server stack, gamma {plan.gamma}",
+            "",
+            cost_table(results, plan.batches),
+            legend(plan.variants[0].name, plan.gamma, plan.replays),
+        )
+    )
+    (plan.out_dir / "cost.md").write_text(report)
+    (plan.out_dir / "cost.json").write_text(json.dumps([r.to_dict() for r in results], indent=1))
+    return report

@@ -1,0 +1,44 @@
+"""A cost worker's measurements: typed, and JSON on the way between processes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One forward of the padded batch, run again and again."""
+
+    phase: str  # "decode" or "verify"
+    requests: int
+    padded: int  # the graph batch size it runs at
+    width: int  # rows per request: 1 in decode, gamma + 1 in verify
+    median_ms: float
+    min_ms: float
+    replays: int
+    graph: bool  # replayed as a CUDA graph (else eager)
+    note: str  # why not a graph, when it is not
+
+
+@dataclass(frozen=True)
+class VariantCost:
+    variant: str
+    sglang_tree: str
+    device: str
+    size: str
+    ssm_dtype: str
+    live_sources: list[str]
+    steps: list[StepTime]
+    seconds: float
+
+    def step(self, phase: str, requests: int) -> StepTime:
+        return next(s for s in self.steps if (s.phase, s.requests) == (phase, requests))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, text: str) -> VariantCost:
+        raw = json.loads(text)
+        return cls(**dict(raw, steps=[StepTime(**s) for s in raw["steps"]]))

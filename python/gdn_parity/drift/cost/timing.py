@@ -1,0 +1,83 @@
+"""Time one decode or verify forward of the server stack's padded batch.
+
+The step's batch and the backends' metadata are built once (``prepare_step``);
+the forward then runs a few times to warm up and, on CUDA, is captured as a
+CUDA graph and replayed, as sglang's graph runner replays decode and target
+verify. Each replay is timed with CUDA events (on CPU, the wall clock: it only
+checks the plumbing, the interpreter's times mean nothing). A capture that
+fails falls back to timing the eager forward, and the result says why. The
+model's state is restored afterwards.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from gdn_parity.drift.cost.results import StepTime
+from gdn_parity.drift.model.server.model import ServerModel
+
+WARMUP = 3
+
+
+def _capture(run: Callable[[], torch.Tensor]) -> tuple[Callable[[], object], str]:
+    """``run`` as a CUDA graph's replay, or ``run`` itself and why not."""
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run()
+    except Exception as exc:  # any capture failure: time the eager forward instead
+        torch.cuda.synchronize()
+        return run, f"eager: the capture failed ({type(exc).__name__}: {str(exc)[:160]})"
+    return graph.replay, ""
+
+
+def _elapsed_ms(run: Callable[[], object], cuda: bool) -> float:
+    if not cuda:
+        start = time.perf_counter()
+        run()
+        return (time.perf_counter() - start) * 1e3
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
+    run()
+    end.record()
+    end.synchronize()
+    return begin.elapsed_time(end)
+
+
+def time_step(
+    model: ServerModel,
+    phase: str,
+    width: int,
+    replays: int,
+    graphs: bool,
+    warmup: int = WARMUP,
+) -> StepTime:
+    """The median time of one ``phase`` forward of ``width`` rows per request."""
+    cuda = model.device == "cuda"
+    snap = model.snapshot()
+    model.set_draft_tokens(width if phase == "verify" else 1)
+    step = model.prepare_step(phase, width)
+    for _ in range(warmup):
+        step.run()
+    run, note = step.run, "eager: CUDA graphs need --device cuda" if not cuda else ""
+    if cuda and graphs:
+        run, note = _capture(step.run)
+    elif cuda:
+        note = "eager: --no-graphs"
+    samples = [_elapsed_ms(run, cuda) for _ in range(replays)]
+    model.restore(snap)
+    return StepTime(
+        phase=phase,
+        requests=model.n,
+        padded=model.padded[phase],
+        width=width,
+        median_ms=statistics.median(samples),
+        min_ms=min(samples),
+        replays=replays,
+        graph=run is not step.run,
+        note=note,
+    )

@@ -1,0 +1,155 @@
+"""Run jobs in worker processes, one sglang tree each, with one progress bar over all of them.
+
+A worker is ``python -m MODULE JOB.json`` whose ``main`` is ``serve``: it reads
+the job, makes its tree the package ``sglang``, reports progress on stdout as
+``progress N`` lines and writes its result as JSON to ``job.out``. Ctrl-C stops
+every worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from gdn_parity.errors import GdnParityError
+
+
+class WorkerJob(Protocol):
+    variant: str
+    tree: str
+    device: str
+    out: str
+
+    def to_json(self) -> str: ...
+
+
+class _Result(Protocol):
+    @classmethod
+    def from_json(cls, text: str): ...
+
+
+R = TypeVar("R", bound=_Result)
+
+
+def serve(argv: list[str], load: Callable[[str], Any], run: Callable[[Any, Any], Any]) -> int:
+    """A worker's main: ``load`` the job file's text, ``run(job, progress)`` with the job's
+    tree as ``sglang``, write the result's ``to_dict()`` as JSON to ``job.out``."""
+    job = load(Path(argv[0]).read_text())
+    from gdn_parity.sandbox.sglang_tree import use_tree
+
+    use_tree(Path(job.tree), job.device)
+    import torch
+
+    torch.set_num_threads(1)  # workers run side by side
+
+    def progress(n: int) -> None:
+        print(f"progress {n}", flush=True)
+
+    result = run(job, progress)
+    Path(job.out).write_text(json.dumps(result.to_dict()))
+    return 0
+
+
+def _worker_env(device: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("SGLANG_CACHE_DIR", str(Path(tempfile.gettempdir()) / "gdn-parity-sglang"))
+    env["PYTHONWARNINGS"] = "ignore"
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+class Bar:
+    """One progress bar over every worker's units, drawn from the first unit on."""
+
+    def __init__(self, desc: str, unit: str, total: int):
+        self.lock = threading.Lock()
+        self.desc, self.unit, self.total = desc, unit, total
+        self.bar = None
+
+    def update(self, n: int) -> None:
+        from tqdm import tqdm
+
+        with self.lock:
+            if self.bar is None:
+                self.bar = tqdm(
+                    total=self.total,
+                    unit=self.unit,
+                    desc=self.desc,
+                    file=sys.stderr,
+                    mininterval=1.0,
+                )
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_workers(
+    module: str,
+    jobs: list[WorkerJob],
+    parallel: int,
+    device: str,
+    bar: Bar,
+    result: type[R],
+) -> list[R]:
+    """Each job's result, in order; ``parallel`` workers at a time."""
+    results: dict[int, R] = {}
+    errors: list[str] = []
+    semaphore = threading.Semaphore(parallel)
+    procs: list[subprocess.Popen] = []
+    interrupted = threading.Event()
+
+    def run(index: int, job: WorkerJob) -> None:
+        with semaphore, tempfile.TemporaryDirectory() as tmp:
+            if interrupted.is_set():
+                return
+            job_file = Path(tmp) / "job.json"
+            job_file.write_text(job.to_json())
+            log = Path(tmp) / "stderr.log"
+            with log.open("w") as err:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", module, str(job_file)],
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    text=True,
+                    env=_worker_env(device),
+                )
+                procs.append(proc)
+                if interrupted.is_set():  # started while the others were being stopped
+                    proc.kill()
+                for line in proc.stdout:
+                    if line.startswith("progress "):
+                        bar.update(int(line.split()[1]))
+                proc.wait()
+            if interrupted.is_set():
+                return
+            if proc.returncode != 0:
+                errors.append(f"variant {job.variant} failed:\n{log.read_text()[-3000:]}")
+            else:
+                results[index] = result.from_json(Path(job.out).read_text())
+
+    threads = [threading.Thread(target=run, args=(i, j)) for i, j in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:  # Ctrl-C: stop the workers, then let it propagate
+        interrupted.set()
+        for proc in procs:
+            proc.kill()
+        for t in threads:
+            t.join()
+        raise
+    if errors:
+        raise GdnParityError("\n".join(errors))
+    return [results[i] for i in range(len(jobs))]
