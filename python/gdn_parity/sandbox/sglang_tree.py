@@ -1,7 +1,8 @@
 """Make one variant's sglang tree the importable ``sglang`` of this process, on a device.
 
 On CPU the Triton interpreter is switched on (before triton is first imported)
-and given the fixes of ``triton_interpreter_fixes`` and ``torch_cpu_device``.
+and given the fixes of ``triton_interpreter_fixes`` and ``torch_cpu_device``. On
+CUDA a missing ``sgl_kernel`` is stubbed (``sgl_kernel_stub``).
 """
 
 from __future__ import annotations
@@ -24,4 +25,8 @@ def use_tree(tree: Path, device: str) -> None:
         triton_interpreter_fixes.install()
         torch_cpu_device.install()
         torchvision_shim.install()
+    else:
+        from gdn_parity.sandbox import sgl_kernel_stub
+
+        sgl_kernel_stub.install()  # where sgl_kernel is missing (see its docstring)
     import_sglang_from(tree)
