@@ -11,16 +11,7 @@
 # Demos of one group run side by side (--jobs 5 each): the server stack is host-bound.
 # Tables land in $OUT/<group>-<run>.md; everything in $OUT/attribution.tar.gz.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
-export GDN_PARITY_CACHE=/tmp/gdn-parity-cache PYTHONWARNINGS=ignore
-mkdir -p "$GDN_PARITY_CACHE/wheels" /tmp/attr-out
-cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
-{
-  date -u
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
-} >> /tmp/attr-out/env.txt 2>&1
+source benchmark/gpu/device_setup.sh /tmp/attr-out
 SERVER=0.5.23,beta-aligned,exact-parity,deterministic,deterministic-exact-parity
 ISOLATE=exact-stack,only-gemm,only-attention,only-conv,only-gdn
 LARGE=(--device cuda --size large --tokens 1000 --gammas 1,4 --natural-gamma 3

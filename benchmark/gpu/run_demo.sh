@@ -4,16 +4,7 @@
 # + cp312 wheels). Arguments: the runs to make (default: all three).
 # Everything lands in $OUT/gpu-demo.tar.gz; the tables also as $OUT/*.md.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
-export GDN_PARITY_CACHE=/tmp/gdn-parity-cache PYTHONWARNINGS=ignore
-mkdir -p "$GDN_PARITY_CACHE/wheels" /tmp/gpu-out
-cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
-{
-  date -u
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
-} > /tmp/gpu-out/env.txt 2>&1
+source benchmark/gpu/device_setup.sh /tmp/gpu-out
 RUNS=${*:-tiny large large-triton-attention}  # which runs: all by default
 demo() {  # name, time limit, then demo arguments
   local name=$1 limit=$2 start=$SECONDS; shift 2

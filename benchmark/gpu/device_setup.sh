@@ -1,0 +1,13 @@
+# Sourced by the device commands: install the carried cp312 wheels into /tmp/site, put the
+# sglang wheel into gdn-parity's cache, and record the machine in "$1"/env.txt.
+# Usage: source benchmark/gpu/device_setup.sh OUTDIR
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
+export GDN_PARITY_CACHE=/tmp/gdn-parity-cache PYTHONWARNINGS=ignore
+mkdir -p "$GDN_PARITY_CACHE/wheels" "$1"
+cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
+} >> "$1/env.txt" 2>&1
