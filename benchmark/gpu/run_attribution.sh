@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device command: issue #10 parts 2 and 5 on the server stack. Carry .gpu (the sglang
 # wheel + cp312 wheels). Arguments: the groups to run, in order (default: smoke):
-#   smoke   tiny model, 8 tokens: the server stack, --attribute and cost run at all (~2 min)
+#   smoke   tiny model, 8 tokens: the server stack, --attribute and cost run at all; and
+#           the large model for 40 tokens, to size the long runs (~5 min)
 #   bf16    large, 1000 tokens, bf16 SSM pool: the five server variants at batch 4 and
 #           batch 1, and the isolating variants (one source live) at batch 4
 #   fp32    the same five variants with an fp32 SSM pool, batch 4 and batch 1
@@ -29,6 +30,8 @@ for group in ${*:-smoke}; do
     smoke)
       demo smoke-demo 200 --device cuda --size tiny --tokens 8 --gammas 1 --accept-rates 0.9 \
         --batch 4 --attribute --variants 0.5.23,deterministic-exact-parity,only-conv --jobs 3
+      demo smoke-large 200 --device cuda --size large --tokens 40 --gammas 1 --natural-gamma 3 \
+        --accept-rates 0.9 --batch 4 --attribute --variants 0.5.23,deterministic-exact-parity --jobs 2
       wait
       timeout 150 python3 -m gdn_parity.cli cost --size tiny --batch 1,4 --replays 5 \
         --variants 0.5.23,deterministic-exact-parity --out /tmp/attr-out/smoke-cost \

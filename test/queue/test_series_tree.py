@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.base import BASE_BRANCH, base_repo
+from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.export import check_series, export_series
 from gdn_parity.queue.git import git_out
 from gdn_parity.queue.series import load_series
@@ -120,3 +123,39 @@ def test_cli_smoke_imports_the_patched_modules_from_the_tree(sglang_tree, run_cl
     paths = [line.split("<- ")[1] for line in proc.stdout.splitlines() if "<- " in line]
     assert len(paths) == 6
     assert all(path.startswith(str(sglang_tree / "python" / "sglang")) for path in paths)
+
+
+@pytest.mark.slow
+def test_processes_that_build_in_one_fresh_cache_at_once_all_get_the_tree(series, tmp_path):
+    """Three demos started together on a fresh cache each lay out the base and materialise
+    the same variant tree; before the cache's lock one of them failed ("Directory not
+    empty" when moving its base into place, or a clone into a tree another was writing)."""
+    cache = tmp_path / "cache"
+    (cache / "wheels").mkdir(parents=True)
+    wheel = cache_dir() / "wheels" / series.wheel_name
+    base_repo(series)  # the session's cache holds the checked wheel from here on
+    shutil.copy(wheel, cache / "wheels" / series.wheel_name)
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from gdn_parity.queue.series import load_series\n"
+        "from gdn_parity.queue.tree import materialise_tree\n"
+        "print(materialise_tree(load_series(Path(sys.argv[1])), Path(sys.argv[2])))\n"
+    )
+    env = {**os.environ, "GDN_PARITY_CACHE": str(cache)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(series.directory), str(cache / "variant-x")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    results = [(proc.wait(timeout=600), *proc.communicate()) for proc in procs]
+    assert [rc for rc, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
+    tree = cache / "variant-x"
+    assert {out.strip() for _, out, _ in results} == {str(tree.resolve())}
+    log = git_out(tree, "log", "--format=%s", f"{series.base_commit}..HEAD").splitlines()
+    assert len(log) == len(series.patches)

@@ -10,7 +10,7 @@ from pathlib import Path
 from gdn_parity.errors import GdnParityError
 from gdn_parity.notes import note
 from gdn_parity.queue.base import BASE_BRANCH, base_repo
-from gdn_parity.queue.cache import cache_dir
+from gdn_parity.queue.cache import cache_dir, cache_lock
 from gdn_parity.queue.git import FIXED_DATE, git, git_out, is_clean, is_git_repo
 from gdn_parity.queue.series import Series
 
@@ -70,8 +70,14 @@ def _failed_hunks(patch: Path, am_output: str) -> list[str]:
 
 
 def materialise_tree(series: Series, directory: Path | None = None) -> Path:
-    """Make ``directory`` hold base + series; do nothing when it already does."""
+    """Make ``directory`` hold base + series; do nothing when it already does. One process
+    at a time (the cache's lock): the base and the cache's trees are shared."""
     directory = (directory or default_tree_dir()).resolve()
+    with cache_lock():
+        return _materialise(series, directory)
+
+
+def _materialise(series: Series, directory: Path) -> Path:
     if directory.exists() and not directory.is_dir():
         raise GdnParityError(f"{directory} is a file, not a directory for the tree")
     digest = series.digest()
