@@ -10,8 +10,8 @@ HEADERS = (
     "live sources",
     "N",
     "padded (decode/verify)",
-    "decode ms",
-    "verify ms",
+    "decode ms (min-p90)",
+    "verify ms (min-p90)",
     "decode ratio",
     "verify ratio",
     "timed",
@@ -21,6 +21,10 @@ HEADERS = (
 def _timed(steps: list[StepTime]) -> str:
     notes = sorted({s.note for s in steps if not s.graph})
     return "CUDA graph" if not notes else "; ".join(notes)
+
+
+def _spread(step: StepTime) -> str:
+    return f"{step.median_ms:.3f} ({step.min_ms:.3f}-{step.p90_ms:.3f})"
 
 
 def cost_table(results: list[VariantCost], batches: list[int]) -> str:
@@ -36,8 +40,8 @@ def cost_table(results: list[VariantCost], batches: list[int]) -> str:
                     ", ".join(result.live_sources) or "none",
                     str(n),
                     f"{decode.padded}/{verify.padded}",
-                    f"{decode.median_ms:.3f}",
-                    f"{verify.median_ms:.3f}",
+                    _spread(decode),
+                    _spread(verify),
                     f"{decode.median_ms / ref_decode.median_ms:.2f}x",
                     f"{verify.median_ms / ref_verify.median_ms:.2f}x",
                     _timed([decode, verify]),
@@ -57,7 +61,8 @@ def legend(reference: str, gamma: int, replays: int) -> str:
         (
             f"- **decode ms / verify ms**: the median of {replays} replays of one forward of "
             f"the whole padded batch (verify: gamma = {gamma}, {gamma + 1} rows per request), "
-            "after warm-up; timed with CUDA events.",
+            "after warm-up; timed with CUDA events; in brackets the fastest replay and the "
+            "90th percentile.",
             f"- **ratio**: to {reference}'s step at the same N.",
             "- **timed**: a CUDA graph of the forward, as sglang's graph runner replays it, or "
             "the eager forward and why.",

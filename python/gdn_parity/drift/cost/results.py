@@ -16,6 +16,7 @@ class StepTime:
     width: int  # rows per request: 1 in decode, gamma + 1 in verify
     median_ms: float
     min_ms: float
+    p90_ms: float
     replays: int
     graph: bool  # replayed as a CUDA graph (else eager)
     note: str  # why not a graph, when it is not

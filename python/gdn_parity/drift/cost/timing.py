@@ -77,6 +77,7 @@ def time_step(
         width=width,
         median_ms=statistics.median(samples),
         min_ms=min(samples),
+        p90_ms=statistics.quantiles(samples, n=10, method="inclusive")[-1],
         replays=replays,
         graph=run is not step.run,
         note=note,
