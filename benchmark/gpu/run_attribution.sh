@@ -10,8 +10,10 @@
 #   rowwise the row-wise control (no sglang serving modules needed): torch attention and
 #           sglang's Triton attention kernels, three variants each, bf16 pool
 # Demos of one group run side by side (--jobs 5 each): the server stack is host-bound.
+# Time limits (s): DEMO_LIMIT per demo (540), COST_LIMIT for the cost group (540).
 # Tables land in $OUT/<group>-<run>.md; everything in $OUT/attribution.tar.gz.
 set -uo pipefail
+DEMO_LIMIT=${DEMO_LIMIT:-540} COST_LIMIT=${COST_LIMIT:-540}
 source benchmark/gpu/device_setup.sh /tmp/attr-out
 SERVER=0.5.23,beta-aligned,exact-parity,deterministic,deterministic-exact-parity
 ISOLATE=exact-stack,only-gemm,only-attention,only-conv,only-gdn
@@ -39,13 +41,13 @@ for group in ${*:-smoke}; do
       echo "smoke-cost: exit $?" >> /tmp/attr-out/env.txt
       cp /tmp/attr-out/smoke-cost/cost.md "$OUT/smoke-cost.md" 2>/dev/null ;;
     bf16)
-      demo bf16-batch4 540 "${LARGE[@]}" --batch 4 --variants $SERVER
-      demo bf16-batch1 540 "${LARGE[@]}" --batch 1 --variants $SERVER
-      demo bf16-isolate 540 "${LARGE[@]}" --batch 4 --variants $ISOLATE
+      demo bf16-batch4 $DEMO_LIMIT "${LARGE[@]}" --batch 4 --variants $SERVER
+      demo bf16-batch1 $DEMO_LIMIT "${LARGE[@]}" --batch 1 --variants $SERVER
+      demo bf16-isolate $DEMO_LIMIT "${LARGE[@]}" --batch 4 --variants $ISOLATE
       wait ;;
     fp32)
-      demo fp32-batch4 540 "${LARGE[@]}" --ssm-dtype float32 --batch 4 --variants $SERVER
-      demo fp32-batch1 540 "${LARGE[@]}" --ssm-dtype float32 --batch 1 --variants $SERVER
+      demo fp32-batch4 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 4 --variants $SERVER
+      demo fp32-batch1 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 1 --variants $SERVER
       wait ;;
     rowwise)
       RW=(--device cuda --stack rowwise --size large --tokens 1000 --gammas 1,4
@@ -55,7 +57,7 @@ for group in ${*:-smoke}; do
       demo rowwise-triton 540 "${RW[@]}" --attention sglang-triton
       wait ;;
     cost)
-      timeout 540 python3 -m gdn_parity.cli cost --batch 1,4,32 --gamma 3 \
+      timeout $COST_LIMIT python3 -m gdn_parity.cli cost --batch 1,4,32 --gamma 3 \
         --out /tmp/attr-out/cost-bf16 > /tmp/attr-out/cost-bf16.log 2>&1
       echo "cost-bf16: exit $?" >> /tmp/attr-out/env.txt
       cp /tmp/attr-out/cost-bf16/cost.md "$OUT/cost-bf16.md" 2>/dev/null ;;
