@@ -16,7 +16,7 @@ def test_the_demo_writes_its_table_figure_results_and_traces(series, tmp_path, r
         "--out", str(out), "--trace", str(tmp_path / "trace"), timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "exact parity (the GDN layers; the row-wise stack" in proc.stdout
+    assert "exact parity of the GDN layers (exact-parity; the row-wise stack" in proc.stdout
     assert "): HOLDS" in proc.stdout
     assert "Base decode is the same in every variant: yes" in proc.stdout
     table = [line for line in (out / "demo.md").read_text().splitlines() if line.startswith("| ")]
@@ -62,3 +62,22 @@ def test_the_batch_and_the_attribution_reach_every_worker(series, tmp_path):
         (7, True, None),
         (7, True, "attention"),
     ]
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_on_the_server_stack_the_closing_line_judges_deterministic_exact_parity(tmp_path, run_cli):
+    """The server stack's claim is token identity, which only deterministic inference with
+    the flag makes; the flag alone (exact-parity) is not what it judges."""
+    out = tmp_path / "out"
+    proc = run_cli(
+        "demo", "--stack", "server", "--batch", "2", "--tokens", "3", "--gammas", "1",
+        "--accept-rates", "0.9", "--variants", "exact-parity,deterministic-exact-parity",
+        "--out", str(out), timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    closing = proc.stdout.strip().splitlines()[-2]
+    assert closing.startswith("token identity with Base (deterministic-exact-parity: "), closing
+    assert closing.endswith(
+        "): HOLDS, tokens and committed states are bitwise equal to Base in every mode"
+    )
