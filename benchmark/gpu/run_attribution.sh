@@ -9,7 +9,8 @@
 #   cost    median decode/verify step per variant, N = 1, 4, 32, gamma 3, bf16 pool
 #   rowwise the row-wise control (no sglang serving modules needed): torch attention and
 #           sglang's Triton attention kernels, three variants each, bf16 pool
-# Demos of one group run side by side (--jobs 5 each): the server stack is host-bound.
+# The demos of consecutive groups run side by side (--jobs 5 each: the server stack is
+# host-bound); cost waits for them, to time alone.
 # Time limits (s): DEMO_LIMIT per demo (540), COST_LIMIT for the cost group (540).
 # Tables land in $OUT/<group>-<run>.md; everything in $OUT/attribution.tar.gz.
 set -uo pipefail
@@ -43,12 +44,10 @@ for group in ${*:-smoke}; do
     bf16)
       demo bf16-batch4 $DEMO_LIMIT "${LARGE[@]}" --batch 4 --variants $SERVER
       demo bf16-batch1 $DEMO_LIMIT "${LARGE[@]}" --batch 1 --variants $SERVER
-      demo bf16-isolate $DEMO_LIMIT "${LARGE[@]}" --batch 4 --variants $ISOLATE
-      wait ;;
+      demo bf16-isolate $DEMO_LIMIT "${LARGE[@]}" --batch 4 --variants $ISOLATE ;;
     fp32)
       demo fp32-batch4 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 4 --variants $SERVER
-      demo fp32-batch1 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 1 --variants $SERVER
-      wait ;;
+      demo fp32-batch1 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 1 --variants $SERVER ;;
     rowwise)
       RW=(--device cuda --stack rowwise --size large --tokens 1000 --gammas 1,4
         --natural-gamma 3 --accept-rates 0.9 --attribute --stop-at-divergence --jobs 3
@@ -57,12 +56,14 @@ for group in ${*:-smoke}; do
       demo rowwise-triton 540 "${RW[@]}" --attention sglang-triton
       wait ;;
     cost)
+      wait  # alone on the machine
       timeout $COST_LIMIT python3 -m gdn_parity.cli cost --batch 1,4,32 --gamma 3 \
         --out /tmp/attr-out/cost-bf16 > /tmp/attr-out/cost-bf16.log 2>&1
       echo "cost-bf16: exit $?" >> /tmp/attr-out/env.txt
       cp /tmp/attr-out/cost-bf16/cost.md "$OUT/cost-bf16.md" 2>/dev/null ;;
   esac
 done
+wait
 cat /tmp/attr-out/env.txt
 tail -n 3 /tmp/attr-out/*.log
 tar czf "$OUT/attribution.tar.gz" -C /tmp/attr-out .
