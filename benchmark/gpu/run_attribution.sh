@@ -7,6 +7,7 @@
 #           batch 1, and the isolating variants (one source live) at batch 4
 #   fp32    the same five variants with an fp32 SSM pool, batch 4 and batch 1
 #   cost    median decode/verify step per variant, N = 1, 4, 32, gamma 3, bf16 pool
+#   costsplit  the same for the isolating variants: where the exact stack's time goes
 #   rowwise the row-wise control (no sglang serving modules needed): torch attention and
 #           sglang's Triton attention kernels, three variants each, bf16 pool
 # The demos of consecutive groups run side by side (--jobs 5 each: the server stack is
@@ -61,6 +62,13 @@ for group in ${*:-smoke}; do
         --out /tmp/attr-out/cost-bf16 > /tmp/attr-out/cost-bf16.log 2>&1
       echo "cost-bf16: exit $?" >> /tmp/attr-out/env.txt
       cp /tmp/attr-out/cost-bf16/cost.md "$OUT/cost-bf16.md" 2>/dev/null ;;
+    costsplit)
+      wait
+      timeout $COST_LIMIT python3 -m gdn_parity.cli cost --batch 1,4,32 --gamma 3 \
+        --variants beta-aligned,${ISOLATE} --out /tmp/attr-out/cost-split \
+        > /tmp/attr-out/cost-split.log 2>&1
+      echo "cost-split: exit $?" >> /tmp/attr-out/env.txt
+      cp /tmp/attr-out/cost-split/cost.md "$OUT/cost-split.md" 2>/dev/null ;;
   esac
 done
 wait
