@@ -42,6 +42,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     target = _target(args, series)
     status = target.status(_changes(series))
     print(f"{target.path}: {status.state.value}")
+    if status.note:
+        print(f"  {status.note}")
     for line in status.details:
         print(f"  {line}")
     return 0
@@ -61,8 +63,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             + (
                 "Everything is checked before anything is written; all or nothing."
                 if name == "apply"
-                else "Prints unpatched, patched or modified (naming the files that hold "
-                "neither the base's nor the series' bytes)."
+                else "Prints unpatched, patched or modified; for modified, what the target holds "
+                "and what to do, and the files: those that hold neither the base's nor the "
+                "series' bytes, and those that hold the other version than the target's "
+                "record says (an installed package's record of `gdn-parity apply`; a "
+                "checkout has none, so the series' files there)."
             ),
         )
         where = p.add_mutually_exclusive_group(required=True)
