@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
+from gdn_parity.paths import first_missing
 from gdn_parity.queue.series import Series, load_series
 
 
@@ -91,11 +92,7 @@ def writable_dir(path: Path, option: str) -> None:
     """
     if path.exists() and not path.is_dir():
         raise GdnParityError(f"{option} {path} exists and is not a directory")
-    first_missing = None
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            break
-        first_missing = candidate
+    made = first_missing(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
@@ -103,5 +100,5 @@ def writable_dir(path: Path, option: str) -> None:
     except OSError as exc:
         raise GdnParityError(f"{option} {path} cannot be written: {exc.strerror or exc}") from exc
     finally:
-        if first_missing is not None:
-            shutil.rmtree(first_missing, ignore_errors=True)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
