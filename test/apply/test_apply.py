@@ -128,7 +128,7 @@ def test_revert_of_a_file_edited_after_apply_is_refused(package, changes, series
     path = package / touched.package_path
     path.write_bytes(path.read_bytes() + b"# edited after apply\n")
     before = snapshot(package)
-    with pytest.raises(GdnParityError, match="modified after"):
+    with pytest.raises(GdnParityError, match=f"{touched.package_path}: matches neither"):
         PackageTarget(package, series).revert(changes)
     assert snapshot(package) == before
 
@@ -160,15 +160,91 @@ def test_cli_refusal_names_just_the_one_modified_file(installed_site, changes, t
     path = site / "sglang" / touched.package_path
     path.write_bytes(path.read_bytes() + b"# local fix\n")
     before = snapshot(site)
+    total = len([c for c in changes if c.in_package])
+    note = (
+        f"1 of the {total} files the series touches holds neither sglang 0.5.23's bytes nor "
+        "the series' (edited, or from another version); gdn-parity changes nothing until they "
+        "do (reinstalling sglang 0.5.23 puts its files back)"
+    )
     proc = run_cli("apply", str(site / "sglang"))
-    assert_refused(proc, f"differ from sglang 0.5.23: {touched.package_path}: matches neither")
-    assert proc.stderr.count(": matches neither") == 1 and "bytes" not in proc.stderr
+    assert_refused(proc, f"is modified: {note}")
+    assert proc.stderr == (
+        f"gdn-parity: error: nothing was changed: {site / 'sglang'} is modified: {note}: "
+        f"{touched.package_path}: matches neither the base nor the series\n"
+    )
     status = run_cli("status", str(site / "sglang"))
     assert status.returncode == 0
     assert status.stdout.splitlines()[1:] == [
-        f"  {touched.package_path}: matches neither the base nor the series"
+        f"  {note}",
+        f"  {touched.package_path}: matches neither the base nor the series",
     ]
     assert snapshot(site) == before
+
+
+def _status_lines(run_cli, package: Path) -> list[str]:
+    proc = run_cli("status", str(package))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"{package}: modified"
+    return [line.removeprefix("  ") for line in lines[1:]]
+
+
+def test_cli_the_series_without_the_record_is_named_and_reverts(
+    installed_site, changes, tmp_path, run_cli
+):
+    """Before: `status` said "modified" naming no file, `apply --revert` blamed an edit."""
+    site = tmp_path / "site"
+    shutil.copytree(installed_site, site, symlinks=True)
+    package, original = site / "sglang", snapshot(site)
+    assert run_cli("apply", str(package)).returncode == 0
+    (package / MANIFEST).unlink()  # the series' bytes, without the record of `gdn-parity apply`
+    patched = snapshot(site)
+    touched = [c for c in changes if c.in_package]
+    note = (
+        f"every file the series touches holds the series' bytes, but there is no {MANIFEST}, "
+        "the record `gdn-parity apply` writes: the series was applied some other way, or the "
+        "record was deleted; `gdn-parity apply --revert` restores sglang 0.5.23"
+    )
+    assert _status_lines(run_cli, package) == [
+        note,
+        *[f"{c.package_path}: holds the series' bytes" for c in touched],
+    ]
+    proc = run_cli("apply", str(package))
+    assert_refused(proc, f"nothing was changed: {package} is modified: {note}: ")
+    assert proc.stderr.rstrip().endswith(
+        f"{touched[2].package_path}: holds the series' bytes; and {len(touched) - 3} more "
+        "(`gdn-parity status` names them all)"
+    )
+    assert snapshot(site) == patched
+    reverted = run_cli("apply", "--revert", str(package))
+    assert reverted.returncode == 0, reverted.stderr
+    assert snapshot(site) == original
+
+
+def test_cli_sglang_reinstalled_over_the_series_is_named_and_reverts(
+    installed_site, changes, tmp_path, run_cli
+):
+    """What `pip install --force-reinstall sglang==0.5.23` leaves over a patched package: the
+    wheel's files are back; the files the series adds and the record are not the wheel's."""
+    site = tmp_path / "site"
+    shutil.copytree(installed_site, site, symlinks=True)
+    package, original = site / "sglang", snapshot(site)
+    assert run_cli("apply", str(package)).returncode == 0
+    touched = [c for c in changes if c.in_package]
+    in_the_wheel = [c for c in touched if c.before is not None]
+    assert 0 < len(in_the_wheel) < len(touched)
+    for change in in_the_wheel:
+        (package / change.package_path).write_bytes(change.before)
+    assert _status_lines(run_cli, package) == [
+        f"{MANIFEST} records an apply, but {len(in_the_wheel)} of the {len(touched)} files the "
+        "series touches hold sglang 0.5.23's bytes (sglang reinstalled over the patched "
+        "package, or files put back by hand); `gdn-parity apply --revert` restores sglang "
+        "0.5.23",
+        *[f"{c.package_path}: holds the base's bytes" for c in in_the_wheel],
+    ]
+    reverted = run_cli("apply", "--revert", str(package))
+    assert reverted.returncode == 0, reverted.stderr
+    assert snapshot(site) == original
 
 
 def test_cli_python_targets_another_environments_sglang(installed_site, tmp_path, run_cli):
@@ -229,6 +305,24 @@ def test_checkout_apply_makes_one_commit_per_patch(checkout, changes, series):
         assert (path.read_bytes() if path.exists() else None) == change.after
     with pytest.raises(GdnParityError, match="already applied"):
         CheckoutTarget(checkout, series).apply(changes)
+
+
+def test_checkout_with_part_of_the_series_names_its_files(checkout, changes, series):
+    _run(checkout, "am", "--quiet", "--keep-non-patch", str(series.patch_paths()[0]))
+    first = set(git_out(checkout, "show", "--format=", "--name-only", "HEAD").splitlines())
+    status = CheckoutTarget(checkout, series).status(changes)
+    assert status.state is State.MODIFIED
+    assert {line.split(": ")[0] for line in status.details} == first
+    holding = [line for line in status.details if line.endswith(": holds the series' bytes")]
+    assert holding and status.note == (
+        f"{len(holding)} of the {len(changes)} files the series touches hold the series' bytes "
+        "at HEAD: is part of the series committed here (git log)? `git am` the rest, or start "
+        "again from sglang 0.5.23"
+    )
+    before = _checkout_state(checkout)
+    with pytest.raises(GdnParityError, match="is part of the series committed here"):
+        CheckoutTarget(checkout, series).apply(changes)
+    assert _checkout_state(checkout) == before
 
 
 def test_checkout_dirty_tree_is_refused_and_unchanged(checkout, changes, series):

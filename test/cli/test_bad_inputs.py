@@ -10,6 +10,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -308,6 +309,30 @@ def test_tree_refuses_a_file(tmp_path, run_cli):
     assert a_file.read_text() == "keep me\n"
 
 
+def test_tree_refuses_a_directory_it_cannot_make(tmp_path, run_cli):
+    """Before: git's own message leaked as a second line."""
+    assert_refused(
+        run_cli("tree", "/proc/gdn-parity-tree"), "cannot make the tree /proc/gdn-parity-tree: "
+    )
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep me\n")
+    assert_refused(run_cli("tree", str(a_file / "tree")), f"cannot make the tree {a_file}/tree: ")
+    assert _files(tmp_path) == {"a-file": b"keep me\n"}
+
+
+def test_smoke_refuses_a_directory_that_is_not_a_tree(tmp_path, run_cli):
+    """A typo'd DIR is refused, not made into a tree (the cache's tree is made when missing)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for where in (tmp_path / "typo", empty):
+        assert_refused(
+            run_cli("smoke", str(where)),
+            f"{where} is not a tree: make one with `gdn-parity tree {where}`, or leave DIR out "
+            "to use the cache's tree",
+        )
+    assert list(tmp_path.iterdir()) == [empty] and list(empty.iterdir()) == []
+
+
 def test_export_refuses_a_directory_that_is_no_tree(tmp_path, run_cli):
     patches = tmp_path / "patches"
     root = Path(__file__).resolve().parents[2]
@@ -342,11 +367,61 @@ def test_a_usage_error_points_at_the_verbs_own_help(verb, run_cli):
     )
 
 
-def test_an_unknown_option_before_the_verb_is_the_top_levels(run_cli):
+@pytest.mark.parametrize("verb", VERBS)
+def test_an_unknown_option_is_named_before_missing_arguments(verb, run_cli):
+    """``status --bogus`` is a typo, not a call without a target."""
     assert_refused(
-        run_cli("--frobnicate", "check"),
+        run_cli(verb, "--frobnicate"),
+        f"gdn-parity {verb}: error: unrecognized arguments: --frobnicate "
+        f"(see gdn-parity {verb} --help)",
+    )
+
+
+@pytest.mark.parametrize(
+    "args", [["--frobnicate", "check"], ["--frobnicate"], ["--frobnicate", "status"]]
+)
+def test_an_unknown_option_before_the_verb_is_the_top_levels(args, run_cli):
+    assert_refused(
+        run_cli(*args),
         "gdn-parity: error: unrecognized arguments: --frobnicate (see gdn-parity --help)",
     )
+
+
+@pytest.mark.parametrize(
+    "args,option",
+    [
+        (["status", ""], "target"),
+        (["apply", ""], "target"),
+        (["status", "--python", ""], "--python"),
+        (["apply", "--python", ""], "--python"),
+        (["tree", ""], "dir"),
+        (["smoke", ""], "dir"),
+        (["export", "--tree", ""], "--tree"),
+        (["--patches", "", "check"], "--patches"),
+        (["trace-diff", "", "x"], "base"),
+        (["trace-diff", "x", ""], "spec"),
+        (["repro", "--base-url", "http://h:1", "--spec-url", "http://h:1", "--input-ids", ""],
+         "--input-ids"),
+        # a second bad argument after it: without the check the verb stops there, not at work
+        (["demo", "--out", "", "--jobs", "0"], "--out"),
+        (["demo", "--trace", "", "--jobs", "0"], "--trace"),
+        (["cost", "--out", "", "--batch", "0"], "--out"),
+        (["harness-server", "--trace", "", "--port", "70000"], "--trace"),
+    ],
+)  # fmt: skip
+def test_an_empty_path_is_refused(args, option, tmp_path, run_cli):
+    """An empty path would mean the current directory (or, for some, the default)."""
+    if args[0] == "export":  # a copy of the series, so that nothing could write the real one
+        shutil.copytree(Path(__file__).resolve().parents[2] / "patches", tmp_path / "patches")
+        args = ["--patches", str(tmp_path / "patches"), *args]
+    before = _files(tmp_path)
+    verb = next(a for a in args if a in VERBS)
+    assert_refused(
+        run_cli(*args),
+        f"gdn-parity{' ' + verb if option != '--patches' else ''}: error: argument {option}: "
+        "'' is an empty path (the current directory is .)",
+    )
+    assert _files(tmp_path) == before
 
 
 # --- status and apply: the target is checked before anything else ------------------

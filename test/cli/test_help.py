@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from gdn_parity import __version__
+from gdn_parity.cli.drift_verbs import DEMO_VARIANTS
+from gdn_parity.cli.main import build_parser
 from gdn_parity.drift.model.config import SIZES
 from gdn_parity.drift.run.variants import VARIANTS
 
@@ -39,3 +43,25 @@ def test_every_drift_option_has_help_and_choices(verb, run_cli):
 def test_apply_and_status_explain_python(verb, run_cli):
     out = " ".join(run_cli(verb, "--help").stdout.split())
     assert "--python PYTHON the sglang that this interpreter imports" in out
+
+
+def _verbs() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+@pytest.mark.parametrize("verb", sorted(_verbs()))
+def test_every_verb_and_option_has_help(verb):
+    parser = _verbs()[verb]
+    assert parser.description, f"{verb} has no description"
+    undocumented = [a.option_strings or [a.dest] for a in parser._actions if not a.help]
+    assert undocumented == [], f"{verb}: options without help"
+
+
+def test_the_demo_is_summed_up_by_its_variants_not_a_count(run_cli):
+    """The demo runs any of the variants (five configurations and the isolating runs)."""
+    top = " ".join(run_cli("--help").stdout.split())
+    summary = top.split(" demo ", 1)[1].split(" cost ", 1)[0]
+    assert summary == "Base vs DSpark-style verify on a hybrid GDN model, per numerics variant"
+    demo = " ".join(run_cli("demo", "--help").stdout.split())
+    assert f"(--variants; by default {', '.join(DEMO_VARIANTS)}:" in demo

@@ -21,6 +21,7 @@ import pytest
 from gdn_parity.debug.issue35150 import INPUT_IDS
 from gdn_parity.debug.sglang_client import greedy_payload
 from gdn_parity.drift.run.modes import ModeKind
+from helpers.cli import assert_refused
 
 
 def _sha(ids: list[int]) -> str:
@@ -227,20 +228,36 @@ def _close(handler):
     [
         (
             _reply(500, b'{"error": {"message": "boom"}}'),
-            'answered HTTP 500: {"error": {"message": "boom"}}',
+            'answered HTTP 500 Internal Server Error: {"error": {"message": "boom"}}',
+        ),
+        (
+            _reply(404, b""),
+            "/generate answered HTTP 404 Not Found with an empty body (no /generate there: "
+            "--base-url and --spec-url are a server's root URL)",
+        ),
+        (
+            _reply(502, b"<html>\n<body>\n  Bad   gateway\n</body>\n</html>\n"),
+            "answered HTTP 502 Bad Gateway: <html> <body> Bad gateway </body> </html>",
         ),
         (_reply(200, b"<html>"), "answered with something that is not JSON"),
         (_reply(200, b'{"text": "hi"}'), "answered without output_ids (got ['text'])"),
         (_hang, "did not answer within 1 s"),
         (_close, "closed the connection without an answer"),
     ],
-    ids=["http-error", "not-json", "no-output-ids", "timeout", "closed"],
+    ids=[
+        "http-error",
+        "404-empty-body",
+        "multi-line-body",
+        "not-json",
+        "no-output-ids",
+        "timeout",
+        "closed",
+    ],
 )
 def test_a_bad_server_gets_a_clear_error(respond, message, run_cli):
     with _stub(respond) as url, _stub(_outputs([1])) as good:
         proc = run_cli("repro", "--base-url", good, "--spec-url", url, "--timeout", "1")
-    assert proc.returncode == 2
-    assert message in proc.stderr
+    assert_refused(proc, message)
 
 
 def test_an_unreachable_server_gets_a_clear_error(run_cli):

@@ -17,6 +17,7 @@ from gdn_parity.queue.export import check_series, export_series
 from gdn_parity.queue.git import git_out
 from gdn_parity.queue.series import load_series
 from gdn_parity.queue.tree import materialise_tree
+from helpers.cli import assert_refused
 
 pytestmark = pytest.mark.needs_tree
 
@@ -96,6 +97,33 @@ def test_export_writes_a_new_commit_as_a_new_patch(series, tmp_path):
     assert names[-1].endswith("-Docs-A-note.patch")
     assert load_series(patches).patches[-1] == names[-1]
     assert check_series(load_series(patches)) == []
+
+
+@pytest.mark.parametrize("moved", ["forward", "deleted", "forward-and-checked-out"])
+def test_cli_export_names_a_moved_base_branch(moved, series, tmp_path, run_cli):
+    """Before: "HEAD does not descend from the pinned base commit", which it did."""
+    patches = _copy_patches(series, tmp_path / "patches")
+    tree = materialise_tree(load_series(patches), tmp_path / "tree")
+    before = {p.name: p.read_bytes() for p in patches.iterdir()}
+    moved_to = git_out(tree, "rev-parse", "HEAD~2")
+    if moved == "deleted":
+        git_out(tree, "branch", "-D", BASE_BRANCH)
+    elif moved == "forward":
+        git_out(tree, "branch", "-f", BASE_BRANCH, moved_to)
+    else:
+        git_out(tree, "checkout", "--quiet", "-B", BASE_BRANCH, moved_to)
+    proc = run_cli("--patches", str(patches), "export", "--tree", str(tree))
+    where = "is missing" if moved == "deleted" else f"is at {moved_to[:12]}"
+    assert_refused(
+        proc,
+        f"{tree}'s branch 'base' {where}: export writes the commits base..HEAD, so it must be "
+        f"the pinned base commit {series.base_commit[:12]} (sglang {series.version}); ",
+    )
+    fix = f"put it back with `git -C {tree} branch -f base {series.base_commit[:12]}`"
+    if moved == "forward-and-checked-out":
+        fix = f"switch to a branch of your own (`git -C {tree} switch -c NAME`), then {fix}"
+    assert proc.stderr.rstrip().endswith(fix)
+    assert {p.name: p.read_bytes() for p in patches.iterdir()} == before
 
 
 def test_a_patch_that_does_not_apply_names_patch_file_and_hunk(series, tmp_path):

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gdn_parity.apply.target import Done, State, Status, file_status, require
+from gdn_parity.apply.target import (
+    Done,
+    Holds,
+    State,
+    Status,
+    file_status,
+    files_hold,
+    require,
+)
 from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.changes import FileChange
 from gdn_parity.queue.git import git, git_out, is_git_repo
@@ -40,11 +48,19 @@ class CheckoutTarget:
     def status(self, changes: list[FileChange]) -> Status:
         """From the files at HEAD."""
         self.check()
-        return file_status(
+        status = file_status(
             changes,
             lambda c: _blob_at_head(self.path, c.path),
             lambda c: c.path,
             "sglang's base nor the series",
+        )
+        if status.state is not State.MODIFIED or not status.holding[Holds.SERIES]:
+            return status
+        return replace(
+            status,
+            note=f"{files_hold(status, Holds.SERIES)} the series' bytes at HEAD: is part of "
+            "the series committed here (git log)? `git am` the rest, or start again from "
+            f"sglang {self.series.version}",
         )
 
     def apply(self, changes: list[FileChange]) -> Done:

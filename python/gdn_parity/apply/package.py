@@ -13,10 +13,19 @@ import os
 import re
 import stat
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gdn_parity.apply.target import Done, State, Status, file_status, require
+from gdn_parity.apply.target import (
+    Done,
+    Holds,
+    State,
+    Status,
+    file_status,
+    files_hold,
+    refusal_line,
+    require,
+)
 from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.changes import FileChange, sha256_bytes
 from gdn_parity.queue.series import Series
@@ -166,12 +175,38 @@ class PackageTarget:
     def status(self, changes: list[FileChange]) -> Status:
         """Compare every touched file with its base and patched bytes, and the manifest."""
         self.check()
-        return file_status(
+        applied = (self.path / MANIFEST).exists()
+        status = file_status(
             [c for c in changes if c.in_package],
             self._current,
             lambda c: c.package_path,
             "the base nor the series",
-            applied=(self.path / MANIFEST).exists(),
+            applied=applied,
+        )
+        if status.state is not State.MODIFIED:
+            return status
+        return replace(status, note=self._note(status, applied))
+
+    def _note(self, status: Status, applied: bool) -> str:
+        """What a modified package holds, and what to do about it."""
+        version = self.series.version
+        if status.holding[Holds.NEITHER]:
+            return (
+                f"{files_hold(status, Holds.NEITHER)} neither sglang {version}'s bytes nor the "
+                "series' (edited, or from another version); gdn-parity changes nothing until "
+                f"they do (reinstalling sglang {version} puts its files back)"
+            )
+        revert = f"`gdn-parity apply --revert` restores sglang {version}"
+        if not applied:
+            return (
+                f"{files_hold(status, Holds.SERIES)} the series' bytes, but there is "
+                f"no {MANIFEST}, the record `gdn-parity apply` writes: the series was applied "
+                f"some other way, or the record was deleted; {revert}"
+            )
+        return (
+            f"{MANIFEST} records an apply, but {files_hold(status, Holds.BASE)} "
+            f"sglang {version}'s bytes (sglang reinstalled over the patched package, or "
+            f"files put back by hand); {revert}"
         )
 
     def _write(self, changes: list[FileChange], wanted: dict[str, bytes | None]) -> int:
@@ -182,14 +217,12 @@ class PackageTarget:
         return len(pkg)
 
     def apply(self, changes: list[FileChange]) -> Done:
-        version = self.series.version
         require(
             self.status(changes),
             State.UNPATCHED,
             {
                 State.PATCHED: f"the series is already applied to {self.path}",
-                State.MODIFIED: f"nothing was changed: {self.path} has files that differ "
-                f"from sglang {version}",
+                State.MODIFIED: f"nothing was changed: {self.path} is modified",
             },
         )
         pkg = [c for c in changes if c.in_package]
@@ -206,16 +239,19 @@ class PackageTarget:
         return Done(count, f"patched {count} file(s) in {self.path}")
 
     def revert(self, changes: list[FileChange]) -> Done:
-        """Restore the base bytes of every touched file."""
-        require(
-            self.status(changes),
-            State.PATCHED,
-            {
-                State.UNPATCHED: f"the series is not applied to {self.path}",
-                State.MODIFIED: f"nothing was changed: {self.path} was modified after "
-                "the series was applied",
-            },
-        )
+        """Restore the base bytes of every touched file.
+
+        Also where the manifest and the files disagree (the series applied some other
+        way, sglang reinstalled over it): every file holds one of the two versions, so
+        the base's bytes are restored exactly. A file that holds neither is refused.
+        """
+        status = self.status(changes)
+        if status.state is State.UNPATCHED:
+            raise GdnParityError(f"the series is not applied to {self.path}")
+        if status.holding[Holds.NEITHER]:
+            raise GdnParityError(
+                refusal_line(f"nothing was changed: {self.path} is modified", status)
+            )
         wanted: dict[str, bytes | None] = {
             c.package_path: c.before for c in changes if c.in_package
         }

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from gdn_parity.apply.package import python_sglang, site_packages_sglang
 from gdn_parity.apply.target import Target, open_target
-from gdn_parity.cli.options import series_of
+from gdn_parity.cli.options import path, series_of
 from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.changes import FileChange, series_changes
 from gdn_parity.queue.series import Series
@@ -19,8 +18,8 @@ def _target(args: argparse.Namespace, series: Series) -> Target:
     if args.site_packages:
         return open_target(site_packages_sglang(), series)
     if args.python:
-        return open_target(python_sglang(Path(args.python)), series)
-    return open_target(Path(args.target).resolve(), series)
+        return open_target(python_sglang(args.python), series)
+    return open_target(args.target.resolve(), series)
 
 
 def _changes(series: Series) -> list[FileChange]:
@@ -42,6 +41,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     target = _target(args, series)
     status = target.status(_changes(series))
     print(f"{target.path}: {status.state.value}")
+    if status.note:
+        print(f"  {status.note}")
     for line in status.details:
         print(f"  {line}")
     return 0
@@ -61,17 +62,24 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             + (
                 "Everything is checked before anything is written; all or nothing."
                 if name == "apply"
-                else "Prints unpatched, patched or modified (naming the files that hold "
-                "neither the base's nor the series' bytes)."
+                else "Prints unpatched, patched or modified; for modified, what the target holds "
+                "and what to do, and the files: those that hold neither the base's nor the "
+                "series' bytes, and those that hold the other version than the target's "
+                "record says (an installed package's record of `gdn-parity apply`; a "
+                "checkout has none, so the series' files there)."
             ),
         )
         where = p.add_mutually_exclusive_group(required=True)
         where.add_argument(
-            "target", nargs="?", help="sglang git checkout or sglang package directory"
+            "target",
+            nargs="?",
+            type=path,
+            help="sglang git checkout or sglang package directory",
         )
         where.add_argument(
             "--python",
             metavar="PYTHON",
+            type=path,
             help="the sglang that this interpreter imports, e.g. /path/to/venv/bin/python",
         )
         where.add_argument(

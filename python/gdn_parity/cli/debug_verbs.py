@@ -6,9 +6,8 @@ Neither needs the series.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from gdn_parity.cli.options import int_at_least, positive_int, positive_seconds
+from gdn_parity.cli.options import int_at_least, path, positive_int, positive_seconds
 from gdn_parity.debug.issue35150 import MAX_NEW_TOKENS
 from gdn_parity.errors import GdnParityError
 
@@ -16,7 +15,7 @@ from gdn_parity.errors import GdnParityError
 def cmd_trace_diff(args: argparse.Namespace) -> int:
     from gdn_parity.debug.trace_diff import diff_traces, read_trace, report
 
-    base, spec = read_trace(Path(args.base)), read_trace(Path(args.spec))
+    base, spec = read_trace(args.base), read_trace(args.spec)
     diff = diff_traces(base, spec, args.rid)
     if not diff.compared:
         raise GdnParityError("no state of SPEC has a counterpart in BASE: nothing was compared")
@@ -31,7 +30,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
     check_base_url(args.base_url)
     check_base_url(args.spec_url)
-    ids = load_input_ids(Path(args.input_ids) if args.input_ids else None)
+    ids = load_input_ids(args.input_ids)
     repro = run_repro(
         args.base_url, args.spec_url, ids, args.max_new_tokens, args.repeats, args.timeout, args.rid
     )
@@ -49,8 +48,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "status 1 when a state differs, 0 when every compared state is bitwise equal, 2 on "
         "bad input.",
     )
-    p.add_argument("base", help="the Base run's trace (JSONL)")
-    p.add_argument("spec", help="the speculative run's trace (JSONL)")
+    p.add_argument("base", type=path, help="the Base run's trace (JSONL)")
+    p.add_argument("spec", type=path, help="the speculative run's trace (JSONL)")
     p.add_argument("--rid", help="compare only this request id")
     p.add_argument(
         "--context", type=int_at_least(0), default=2, help="positions shown around it (2)"
@@ -66,7 +65,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--base-url", required=True, help="the Base server, e.g. http://host:30000")
     p.add_argument("--spec-url", required=True, help="the speculative server")
-    p.add_argument("--input-ids", help="a file of input ids (JSON list or comma-separated)")
+    p.add_argument(
+        "--input-ids", type=path, help="a file of input ids (JSON list or comma-separated)"
+    )
     p.add_argument(
         "--max-new-tokens",
         type=positive_int,

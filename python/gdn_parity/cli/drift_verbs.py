@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gdn_parity.cli.options import (
     int_at_least,
+    path,
     port,
     positive_int,
     positive_int_list,
@@ -79,9 +80,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     stack = args.stack or default_stack(args.device)
     batch = _batch(args.batch, stack)
-    out_dir = Path(args.out)
+    out_dir: Path = args.out
     writable_dir(out_dir, "--out")
-    trace_dir = Path(args.trace) if args.trace else None
+    trace_dir: Path | None = args.trace
     if trace_dir is not None:
         writable_dir(trace_dir, "--trace")
     _check_device(args.device, args.size)
@@ -125,7 +126,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         raise GdnParityError(refusal)
     if max(args.batch) > MAX_BATCH:
         raise GdnParityError(f"--batch sizes must be 1 to {MAX_BATCH}")
-    out_dir = Path(args.out)
+    out_dir: Path = args.out
     writable_dir(out_dir, "--out")
     plan = CostPlan(
         variants=args.variants,
@@ -149,7 +150,7 @@ def cmd_harness_server(args: argparse.Namespace) -> int:
     from gdn_parity.drift.run.modes import Mode, ModeKind
     from gdn_parity.drift.run.variants import variant_tree
 
-    trace_dir = Path(args.trace) if args.trace else None
+    trace_dir: Path | None = args.trace
     if trace_dir is not None:
         writable_dir(trace_dir, "--trace")
     _check_device(args.device, args.size)
@@ -201,10 +202,11 @@ def _model_arguments(p: argparse.ArgumentParser, on_gpu: bool = False) -> None:
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
-        help="Base vs DSpark-style verify on a tiny hybrid GDN model, three numerics",
+        help="Base vs DSpark-style verify on a hybrid GDN model, per numerics variant",
         description="Run Base greedy decode, forced reject (every draft rejected) and "
-        "natural acceptance on the harness's hybrid model, with sglang 0.5.23's kernels, "
-        "the series with the flag off, and --gdn-verify-exact-parity. Writes demo.md "
+        "natural acceptance on the harness's hybrid model, once per variant of the numerics "
+        f"(--variants; by default {', '.join(DEMO_VARIANTS)}: sglang 0.5.23's kernels, the "
+        "series with the flag off, and --gdn-verify-exact-parity). Writes demo.md "
         "(table), demo.json (raw results) and drift.png (figure) under --out. Exit status "
         "1 when exact parity does not hold, 2 on bad input.",
     )
@@ -269,8 +271,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         + f"; default {','.join(DEMO_VARIANTS)}",
     )
     p.add_argument("--seed", type=int, default=0, help="the drafter's seed")
-    p.add_argument("--out", default="demo-out", help="table, raw results and figure (demo-out/)")
-    p.add_argument("--trace", help="also write sglang GDN state traces under this directory")
+    p.add_argument(
+        "--out", type=path, default="demo-out", help="table, raw results and figure (demo-out/)"
+    )
+    p.add_argument(
+        "--trace", type=path, help="also write sglang GDN state traces under this directory"
+    )
     p.add_argument("--jobs", type=positive_int, help="variants run in parallel (cpu: 3, cuda: 1)")
     p.set_defaults(func=cmd_demo)
 
@@ -299,7 +305,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="comma-separated (see demo --help); the first is the ratios' reference; "
         f"default {','.join(COST_VARIANTS)}",
     )
-    p.add_argument("--out", default="cost-out", help="table and raw results (cost-out/)")
+    p.add_argument("--out", type=path, default="cost-out", help="table and raw results (cost-out/)")
     p.set_defaults(func=cmd_cost)
 
     p = sub.add_parser(
@@ -315,7 +321,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         choices=SERVER_VARIANTS,
         help="the numerics (exact-parity)",
     )
-    p.add_argument("--mode", default="base", choices=["base", "forced-reject"])
+    p.add_argument(
+        "--mode",
+        default="base",
+        choices=["base", "forced-reject"],
+        help="base: greedy decode, as a Base server (default); forced-reject: speculative, "
+        "DSpark-style verify of --gamma drafts that rejects every draft and commits the "
+        "target's own token (sglang#35150's experiment)",
+    )
     p.add_argument(
         "--gamma", type=positive_int, default=1, help="drafts per verify (forced-reject)"
     )
@@ -323,7 +336,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--context-length", type=int_at_least(16), default=1024, help="tokens per request (1024)"
     )
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (127.0.0.1)")
     p.add_argument("--port", type=port, default=30000, help="0 picks a free port (30000)")
-    p.add_argument("--trace", help="write the GDN state trace (one file) to this directory")
+    p.add_argument(
+        "--trace", type=path, help="write the GDN state trace (one file) to this directory"
+    )
     p.set_defaults(func=cmd_harness_server)

@@ -9,21 +9,71 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import NoReturn
 
 from gdn_parity import __version__
 from gdn_parity.cli import apply_verbs, debug_verbs, drift_verbs, queue_verbs
+from gdn_parity.cli.options import path
 from gdn_parity.errors import GdnParityError
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, with a usage error on one line (argparse's own exit status 2)."""
+class UsageError(Exception):
+    """A command line argparse refuses: the one line to print (argparse's exit status 2)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+class UnknownArguments(UsageError):
+    """Arguments no parser knows: the first thing to tell, before what is missing."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error on one line, raised for ``main`` to print.
+
+    When arguments are missing and an argument is also unknown, the unknown one is
+    the error: ``gdn-parity status --bogus`` is a typo, not a call without a target.
+    """
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        raise UsageError(self._line(message))
+
+    def _line(self, message: str) -> str:
+        return f"{self.prog}: error: {message} (see {self.prog} --help)"
+
+    def refuse_unknown(self, extras: list[str]) -> NoReturn:
+        raise UnknownArguments(self._line(f"unrecognized arguments: {' '.join(extras)}"))
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.refuse_unknown(extras)
+        return namespace
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        try:
+            return super().parse_known_args(args, namespace)
+        except UnknownArguments:
+            raise
+        except UsageError as first:
+            # Parse again with nothing required: an unknown argument then shows up on its
+            # own (a verb's parser refuses it; the top level's comes back as an extra).
+            with _nothing_required(self):
+                try:
+                    _, extras = super().parse_known_args(args, argparse.Namespace())
+                except UnknownArguments:
+                    raise
+                except UsageError:
+                    raise first from None
+            if extras:
+                self.refuse_unknown(extras)
+            raise
 
 
 class VerbParser(Parser):
@@ -38,8 +88,29 @@ class VerbParser(Parser):
     ) -> tuple[argparse.Namespace, list[str]]:
         namespace, extras = super().parse_known_args(args, namespace)
         if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
+            self.refuse_unknown(extras)
         return namespace, extras
+
+
+@contextmanager
+def _nothing_required(parser: argparse.ArgumentParser) -> Iterator[None]:
+    """Within: no argument, group or verb of ``parser`` or of its verbs is required."""
+    saved: list[tuple[object, bool]] = []
+
+    def relax(p: argparse.ArgumentParser) -> None:
+        for item in [*p._actions, *p._mutually_exclusive_groups]:
+            saved.append((item, item.required))
+            item.required = False
+            if isinstance(item, argparse._SubParsersAction):
+                for verb in item.choices.values():
+                    relax(verb)
+
+    relax(parser)
+    try:
+        yield
+    finally:
+        for item, required in saved:
+            item.required = required  # type: ignore[attr-defined]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gdn-parity {__version__}")
     parser.add_argument(
         "--patches",
+        type=path,
         help="the patches/ directory of the series (default: the series this install ships, "
         "or the checkout's patches/)",
     )
@@ -74,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_ERROR
     except GdnParityError as exc:
         return _error(str(exc))
     except KeyboardInterrupt:

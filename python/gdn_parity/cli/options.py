@@ -10,12 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
+from gdn_parity.paths import first_missing
 from gdn_parity.queue.series import Series, load_series
 
 
 def series_of(args: argparse.Namespace) -> Series:
     """The series named by ``--patches``, or the default one."""
-    return load_series(Path(args.patches) if args.patches else None)
+    return load_series(args.patches)
 
 
 def int_at_least(low: int) -> Callable[[str], int]:
@@ -34,6 +35,13 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
 
 positive_int = int_at_least(1)
+
+
+def path(text: str) -> Path:
+    """An argparse type: a path that names something (``''`` would mean the current directory)."""
+    if not text:
+        raise argparse.ArgumentTypeError("'' is an empty path (the current directory is .)")
+    return Path(text)
 
 
 def port(text: str) -> int:
@@ -82,26 +90,24 @@ def probability_list(text: str) -> list[float]:
     return values
 
 
-def writable_dir(path: Path, option: str) -> None:
+def writable_dir(directory: Path, option: str) -> None:
     """Refuse, before any work, a directory that exists as something else or cannot be written.
 
     Nothing is left behind: the verb makes the directory when it has something to write.
     The test is the real thing (make it, or a file in it, and remove it again), because
     permission bits say nothing for root or on special file systems.
     """
-    if path.exists() and not path.is_dir():
-        raise GdnParityError(f"{option} {path} exists and is not a directory")
-    first_missing = None
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            break
-        first_missing = candidate
+    if directory.exists() and not directory.is_dir():
+        raise GdnParityError(f"{option} {directory} exists and is not a directory")
+    made = first_missing(directory)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as exc:
-        raise GdnParityError(f"{option} {path} cannot be written: {exc.strerror or exc}") from exc
+        raise GdnParityError(
+            f"{option} {directory} cannot be written: {exc.strerror or exc}"
+        ) from exc
     finally:
-        if first_missing is not None:
-            shutil.rmtree(first_missing, ignore_errors=True)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)

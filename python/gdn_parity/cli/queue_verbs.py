@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from gdn_parity.cli.options import series_of
+from gdn_parity.cli.options import path, series_of
 from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.export import check_series, export_series
+from gdn_parity.queue.git import is_git_repo
 from gdn_parity.queue.series import load_series, packaged_patches_dir
 from gdn_parity.queue.tree import default_tree_dir, materialise_tree, record_tree
 from gdn_parity.sandbox.smoke import smoke
@@ -15,7 +15,7 @@ from gdn_parity.sandbox.smoke import smoke
 
 def cmd_tree(args: argparse.Namespace) -> int:
     series = series_of(args)
-    tree = materialise_tree(series, Path(args.dir) if args.dir else None)
+    tree = materialise_tree(series, args.dir)
     print(f"{tree}: sglang {series.version} + {len(series.patches)} patch(es)")
     return 0
 
@@ -27,7 +27,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             f"the series in use is the copy this install ships ({series.directory}); export "
             "writes a checkout's patches/: pass --patches /path/to/gdn-parity/patches"
         )
-    tree = Path(args.tree).resolve() if args.tree else default_tree_dir()
+    tree = (args.tree or default_tree_dir()).resolve()
     names = export_series(series, tree, series.directory)
     record_tree(tree, load_series(series.directory))
     print(f"wrote {len(names)} patch(es) to {series.directory}")
@@ -47,7 +47,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    tree = materialise_tree(series_of(args), Path(args.dir) if args.dir else None)
+    series = series_of(args)
+    if args.dir is not None and not is_git_repo(args.dir):
+        raise GdnParityError(
+            f"{args.dir} is not a tree: make one with `gdn-parity tree {args.dir}`, or leave "
+            "DIR out to use the cache's tree"
+        )
+    tree = materialise_tree(series, args.dir)
     print(f"patched modules import from {tree}:")
     print(smoke(tree), end="")
     return 0
@@ -61,14 +67,35 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "upstream's python/sglang/ (usable as a v0.5.23 checkout for git am), and the "
         "current branch adds one commit per patch.",
     )
-    p.add_argument("dir", nargs="?", help="where (default: the cache's tree/)")
+    p.add_argument("dir", nargs="?", type=path, help="where (default: the cache's tree/)")
     p.set_defaults(func=cmd_tree)
 
-    p = sub.add_parser("export", help="regenerate patches/ from a tree's commits")
-    p.add_argument("--tree", help="the tree (default: the cache's tree/)")
+    p = sub.add_parser(
+        "export",
+        help="regenerate patches/ from a tree's commits",
+        description="Write one patch per commit of the tree's base..HEAD to the series' "
+        "patches/ (git format-patch with every option fixed, so the bytes do not depend on "
+        "a user's git config), remove the patches no commit makes, and rewrite "
+        "patches/series. The tree must be clean, its HEAD must descend from the pinned base "
+        "commit and its branch 'base' must be that commit. The series must be a checkout's "
+        "patches/ (--patches), not the copy an install ships.",
+    )
+    p.add_argument(
+        "--tree",
+        type=path,
+        help="a tree that `gdn-parity tree` made, with the series as its commits "
+        "(default: $GDN_PARITY_TREE, else the cache's tree/)",
+    )
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("check", help="prove export(tree(patches)) == patches")
+    p = sub.add_parser(
+        "check",
+        help="prove export(tree(patches)) == patches",
+        description="Build base + patches/ in a temporary tree, export it again and compare "
+        "the result with patches/ byte for byte (the patches and the series file). Prints "
+        "each file that differs or is only on one side; exit status 1 when one does, 0 when "
+        "patches/ is exactly what `gdn-parity export` makes of it.",
+    )
     p.set_defaults(func=cmd_check)
 
 
@@ -76,9 +103,16 @@ def add_smoke_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "smoke",
         help="import the patched modules from the tree",
-        description="Materialise the tree if needed and import every module the series "
-        "patches from it, in a fresh interpreter: a quick check that the series applies "
-        "and the patched sglang imports (no model, no GPU).",
+        description="Import every module the series patches from a tree, in a fresh "
+        "interpreter: a quick check that the series applies and the patched sglang imports "
+        "(no model, no GPU). The cache's tree is made when missing; a tree named by DIR must "
+        "exist (`gdn-parity tree DIR` makes one). A tree behind patches/ is brought up to "
+        "date first, as `gdn-parity tree` would.",
     )
-    p.add_argument("dir", nargs="?", help="the tree (default: the cache's tree/)")
+    p.add_argument(
+        "dir",
+        nargs="?",
+        type=path,
+        help="a tree from `gdn-parity tree` (default: the cache's tree/)",
+    )
     p.set_defaults(func=cmd_smoke)

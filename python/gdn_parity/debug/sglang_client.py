@@ -70,6 +70,18 @@ def check_base_url(base_url: str) -> None:
         raise GdnParityError(f"{base_url!r} is not an http(s) URL such as http://host:30000")
 
 
+def _http_error(url: str, exc: urllib.error.HTTPError) -> str:
+    """One line: the status, its reason and what the body said (or that it was empty)."""
+    status = " ".join(str(part) for part in (exc.code, exc.reason) if part)
+    said = " ".join(exc.read().decode(errors="replace").split())
+    if len(said) > 300:
+        said = said[:300] + "..."
+    line = f"{url} answered HTTP {status}" + (f": {said}" if said else " with an empty body")
+    if exc.code == 404:
+        line += " (no /generate there: --base-url and --spec-url are a server's root URL)"
+    return line
+
+
 def generate(base_url: str, payload: dict, timeout: float) -> Generation:
     """POST ``payload`` to ``base_url/generate``; a clear error for every way it can fail."""
     url = base_url.rstrip("/") + "/generate"
@@ -83,8 +95,7 @@ def generate(base_url: str, payload: dict, timeout: float) -> Generation:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
     except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:500]
-        raise GdnParityError(f"{url} answered HTTP {exc.code}: {detail}") from exc
+        raise GdnParityError(_http_error(url, exc)) from exc
     except urllib.error.URLError as exc:
         if isinstance(exc.reason, TimeoutError | socket.timeout):
             raise GdnParityError(f"{url} did not answer within {timeout:g} s") from exc

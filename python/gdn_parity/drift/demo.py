@@ -1,4 +1,4 @@
-"""``gdn-parity demo``: Base vs DSpark-style forced reject and natural acceptance, three numerics.
+"""``gdn-parity demo``: Base vs DSpark-style forced reject and natural acceptance, per variant.
 
 Each variant runs in a worker process of its own (its sglang tree is the
 package ``sglang``); the workers run in parallel and report progress, this

@@ -53,8 +53,9 @@ def git(
         capture_output=True,
     )
     if check and proc.returncode != 0:
-        message = proc.stderr.decode(errors="replace").strip()
-        raise GdnParityError(f"git {' '.join(args)} failed in {repo}:\n{message}")
+        said = proc.stderr.decode(errors="replace").splitlines()
+        message = "; ".join(s.strip() for s in said if s.strip() and not s.startswith("hint:"))
+        raise GdnParityError(f"git {' '.join(args)} failed in {repo}: {message}")
     return proc
 
 

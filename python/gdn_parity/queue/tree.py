@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
 from gdn_parity.notes import note
+from gdn_parity.paths import first_missing
 from gdn_parity.queue.base import BASE_BRANCH, base_repo
 from gdn_parity.queue.cache import cache_dir, cache_lock
 from gdn_parity.queue.git import FIXED_DATE, git, git_out, is_clean, is_git_repo
@@ -69,6 +70,16 @@ def _failed_hunks(patch: Path, am_output: str) -> list[str]:
     return lines
 
 
+def _make_directory(directory: Path) -> Path | None:
+    """Make ``directory`` (and its parents); the outermost one made, to remove on failure."""
+    made = first_missing(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GdnParityError(f"cannot make the tree {directory}: {exc.strerror or exc}") from exc
+    return made
+
+
 def materialise_tree(series: Series, directory: Path | None = None) -> Path:
     """Make ``directory`` hold base + series; do nothing when it already does. One process
     at a time (the cache's lock): the base and the cache's trees are shared."""
@@ -103,17 +114,14 @@ def _materialise(series: Series, directory: Path) -> Path:
     else:
         if directory.exists() and any(directory.iterdir()):
             raise GdnParityError(f"{directory} exists and is not a gdn-parity tree")
-        source = base_repo(series)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        git(
-            directory.parent,
-            "clone",
-            "--quiet",
-            "--branch",
-            BASE_BRANCH,
-            str(source),
-            str(directory),
-        )
+        made = _make_directory(directory)
+        try:
+            source = base_repo(series)
+            git(directory, "clone", "--quiet", "--branch", BASE_BRANCH, str(source), ".")
+        except BaseException:
+            if made is not None:
+                shutil.rmtree(made, ignore_errors=True)
+            raise
         git(directory, "checkout", "--quiet", "-B", TREE_BRANCH)
         git(directory, "config", DIGEST_KEY, "")
     note(f"applying {len(series.patches)} patch(es) in {directory}")
