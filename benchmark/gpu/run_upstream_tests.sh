@@ -13,9 +13,11 @@ fi
 python3 - <<'PY' 2>&1 | tee "${TESTS_OUT:-$OUT}/upstream_tests.log" | tail -30
 import importlib.util, os, sys, unittest
 from pathlib import Path
-from gdn_parity.sandbox.bare_import import import_sglang_from
+from gdn_parity.sandbox.sglang_tree import use_tree
 tree = Path("/tmp/gdn-parity-gpu/series")
-import_sglang_from(tree)
+# 0006's test builds TritonAttnBackend from the attention kit's model runner, whose
+# modules import sgl_kernel: stubbed where the image lacks it, as for the demo.
+use_tree(tree, "cuda")
 # sglang.test.test_utils imports the whole serving stack (IPython, datasets, ...),
 # which the device image lacks; CustomTestCase only adds retries to TestCase.
 import types
