@@ -17,9 +17,10 @@ CUDA graphs that is the existing ``cuda_graph_kv_indices``, so the route adds
 no index buffer of ``max_num_tokens x context_len``.
 
 The patch's registered CUDA test, which builds the backend with its own
-``__init__`` from sglang's attention test kit, runs here too, under the
-interpreter at tiny shapes (without graph capture: its CUDA-graph case runs the
-captured forward again over the replay metadata).
+``__init__`` from sglang's attention test kit, runs here too, in an interpreter
+of its own (the kit changes process-wide state), under the Triton interpreter at
+tiny shapes (without graph capture: its CUDA-graph case runs the captured forward
+again over the replay metadata).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from helpers.registered import run_registered
 from helpers.triton_attn_rig import AttnShape, decode_batch, make_backend, make_layer, verify_batch
 
 S = AttnShape()
@@ -264,17 +266,6 @@ def test_start_up_check_names_what_keeps_verify_on_the_extend_kernel(sglang_tree
     assert "ragged verify" in _blocker(AttentionType.DECODER, ragged_mode="compact")
 
 
-def _registered_backend_test(tree):
-    """Patch 0006's registered CUDA test module, loaded from the tree."""
-    import importlib.util
-
-    path = tree / "test/registered/unit/layers/attention/test_triton_verify_as_decode.py"
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 def test_registered_backend_test_passes_on_cpu(sglang_tree):
     """Every case of the registered test, on CPU: the backend built by ``__init__``
@@ -283,18 +274,18 @@ def test_registered_backend_test_passes_on_cpu(sglang_tree):
     the rows, without host lengths (the index stream bounded by
     ``max_seq_len_host``), and through the CUDA-graph metadata with padded requests.
     The shapes span two split tiles; GQA and MHA."""
-    import unittest
-
-    module = _registered_backend_test(sglang_tree)
-
-    class OnCPU(module.TestTritonVerifyAsDecode):
-        DEVICE = "cpu"
-        CONTEXT_LEN = 320
-        SHAPES = ((4, 2, 16, (37, 254, 1), 3), (2, 2, 16, (255, 5), 2))
-        GRAPH_PADDING = 2
-
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(OnCPU)
-    assert suite.countTestCases() == 4
-    result = unittest.TextTestRunner(verbosity=0).run(suite)
-    assert result.wasSuccessful(), [str(t) for t, _ in result.failures + result.errors]
-    assert not result.skipped, result.skipped
+    run = run_registered(
+        sglang_tree,
+        "test/registered/unit/layers/attention/test_triton_verify_as_decode.py",
+        {
+            "TestTritonVerifyAsDecode": {
+                "DEVICE": "cpu",
+                "CONTEXT_LEN": 320,
+                "SHAPES": [[4, 2, 16, [37, 254, 1], 3], [2, 2, 16, [255, 5], 2]],
+                "GRAPH_PADDING": 2,
+            }
+        },
+    )
+    assert run.ran == 4, run.output[-4000:]
+    assert not run.failed, (run.failed, run.output[-8000:])
+    assert not run.skipped, run.skipped

@@ -1,23 +1,22 @@
 """The series' own CPU-registered upstream tests pass on the patched tree.
 
 Every test file the series adds under ``test/registered/`` that calls
-``register_cpu_ci`` is loaded from the tree and run with unittest. The files are
-listed at collection from the patches' text (no tree is built then); a test
-checks that list against the tree, and fails if the series registers none.
+``register_cpu_ci`` is run with unittest from the tree, each in an interpreter of
+its own as upstream's CI runs it (``helpers.registered``). The files are listed
+at collection from the patches' text (no tree is built then); a test checks that
+list against the tree, and fails if the series registers none.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
-import unittest
-from pathlib import Path
 
 import pytest
 
 from gdn_parity.queue.changes import series_changes
 from gdn_parity.queue.series import load_series
+from helpers.registered import run_registered
 
 REGISTERED = "test/registered/"
 
@@ -60,12 +59,7 @@ def test_the_series_registers_cpu_tests_and_the_list_is_the_trees(series_tree):
 
 @pytest.mark.parametrize("path", CPU_TEST_FILES)
 def test_upstream_cpu_test_file_passes(sglang_tree, path):
-    spec = importlib.util.spec_from_file_location(Path(path).stem, sglang_tree / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    suite = unittest.defaultTestLoader.loadTestsFromModule(module)
-    assert suite.countTestCases() > 0
-    result = unittest.TextTestRunner(verbosity=0).run(suite)
-    failures = [str(test) for test, _ in result.failures + result.errors]
-    assert result.wasSuccessful(), failures
-    assert not result.skipped, result.skipped
+    run = run_registered(sglang_tree, path)
+    assert run.ran > 0, run.output[-4000:]
+    assert not run.failed, (run.failed, run.output[-8000:])
+    assert not run.skipped, run.skipped
