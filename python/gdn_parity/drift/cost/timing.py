@@ -48,6 +48,13 @@ def _elapsed_ms(run: Callable[[], object], cuda: bool) -> float:
     return begin.elapsed_time(end)
 
 
+def _p90(samples: list[float]) -> float:
+    """The 90th percentile; a single replay is its own."""
+    if len(samples) < 2:
+        return samples[0]
+    return statistics.quantiles(samples, n=10, method="inclusive")[-1]
+
+
 def time_step(
     model: ServerModel,
     phase: str,
@@ -77,7 +84,7 @@ def time_step(
         width=width,
         median_ms=statistics.median(samples),
         min_ms=min(samples),
-        p90_ms=statistics.quantiles(samples, n=10, method="inclusive")[-1],
+        p90_ms=_p90(samples),
         replays=replays,
         graph=run is not step.run,
         note=note,
