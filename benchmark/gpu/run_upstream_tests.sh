@@ -18,6 +18,13 @@ tree = Path("/tmp/gdn-parity-gpu/series")
 # 0006's test builds TritonAttnBackend from the attention kit's model runner, whose
 # modules import sgl_kernel: stubbed where the image lacks it, as for the demo.
 use_tree(tree, "cuda")
+# TritonAttnBackend.__init__ asks sgl_kernel whether the GPU supports PDL; the stub
+# would raise. sgl_kernel.utils.is_arch_support_pdl answers compute capability >= 9.
+import torch
+import sgl_kernel.utils
+from gdn_parity.sandbox.sgl_kernel_stub import _StubModule
+if isinstance(sgl_kernel.utils, _StubModule):
+    sgl_kernel.utils.is_arch_support_pdl = lambda: torch.cuda.get_device_capability()[0] >= 9
 # sglang.test.test_utils imports the whole serving stack (IPython, datasets, ...),
 # which the device image lacks; CustomTestCase only adds retries to TestCase.
 import types
