@@ -4,6 +4,10 @@
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
 export GDN_PARITY_CACHE=/tmp/gdn-parity-cache PYTHONWARNINGS=ignore
+# TRITON=3.8: the triton 3.8 wheel installed at /tmp/t38 (benchmark/README.md), first.
+if [ "${TRITON:-}" = 3.8 ]; then
+  export PYTHONPATH=/tmp/t38:$PYTHONPATH TRITON_CACHE_DIR=/tmp/triton-cache-38
+fi
 mkdir -p "$GDN_PARITY_CACHE/wheels" "$1"
 cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
 {

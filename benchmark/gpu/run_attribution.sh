@@ -8,6 +8,9 @@
 #   fp32    the same five variants with an fp32 SSM pool, batch 4 and batch 1
 #   cost    median decode/verify step per variant, N = 1, 4, 32, gamma 3, bf16 pool
 #   costsplit  the same for the isolating variants: where the exact stack's time goes
+#   contract   the claim's variants alone (0.5.23, exact-parity, deterministic-exact-parity),
+#           large, batch 4, bf16 and fp32 pools, TOKENS tokens (1000): the contract on
+#           another triton (TRITON=3.8)
 #   rowwise the row-wise control (no sglang serving modules needed): torch attention and
 #           sglang's Triton attention kernels, three variants each, bf16 pool
 # The demos of consecutive groups run side by side (--jobs 5 each: the server stack is
@@ -46,6 +49,11 @@ for group in ${*:-smoke}; do
       demo bf16-batch4 $DEMO_LIMIT "${LARGE[@]}" --batch 4 --variants $SERVER
       demo bf16-batch1 $DEMO_LIMIT "${LARGE[@]}" --batch 1 --variants $SERVER
       demo bf16-isolate $DEMO_LIMIT "${LARGE[@]}" --batch 4 --variants $ISOLATE ;;
+    contract)
+      C=0.5.23,exact-parity,deterministic-exact-parity
+      demo contract-bf16 $DEMO_LIMIT "${LARGE[@]}" --tokens ${TOKENS:-1000} --batch 4 --variants $C
+      demo contract-fp32 $DEMO_LIMIT "${LARGE[@]}" --tokens ${TOKENS:-1000} --ssm-dtype float32 \
+        --batch 4 --variants $C ;;
     fp32)
       demo fp32-batch4 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 4 --variants $SERVER
       demo fp32-batch1 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 1 --variants $SERVER ;;
