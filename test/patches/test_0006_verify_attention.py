@@ -273,7 +273,8 @@ def test_registered_backend_test_passes_on_cpu(sglang_tree):
     ``forward_decode`` eagerly in one launch, in launches of a pool smaller than
     the rows, without host lengths (the index stream bounded by
     ``max_seq_len_host``), and through the CUDA-graph metadata with padded requests.
-    The shapes span two split tiles; GQA and MHA."""
+    The shapes span two split tiles; GQA and MHA; slot-based and paged (16-token
+    pages) KV pools (the test's own PAGE_SIZES)."""
     run = run_registered(
         sglang_tree,
         "test/registered/unit/layers/attention/test_triton_verify_as_decode.py",
