@@ -137,23 +137,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _error(message: str) -> int:
-    print(f"gdn-parity: error: {message}", file=sys.stderr)
+def _error(prog: str, message: str) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
     return EXIT_ERROR
 
 
 def main(argv: list[str] | None = None) -> int:
+    prog = "gdn-parity"  # the verb's, once the command line is parsed
     try:
         args = build_parser().parse_args(argv)
+        prog = f"gdn-parity {args.command}"
         return args.func(args)
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return EXIT_ERROR
     except GdnParityError as exc:
-        return _error(str(exc))
+        return _error(prog, str(exc))
     except KeyboardInterrupt:
         print("gdn-parity: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        return _error(f"{where}{exc.strerror or exc}")
+        return _error(prog, f"{where}{exc.strerror or exc}")
