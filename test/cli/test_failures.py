@@ -1,9 +1,11 @@
-"""A failure that is not bad input (a patch that does not apply, a download that fails, a
-patched sglang that does not import, a worker that crashes) is one line on stderr, after the
-progress notes, that names a log file holding the detail; exit status 2, never 1 (a verdict).
+"""A failure that is not bad input (a patch that does not apply, a git am the user's git
+refuses, a download that fails, a patched sglang that does not import, a worker that
+crashes) is one line on stderr, after the progress notes, that names a log file holding
+the detail; exit status 2, never 1 (a verdict).
 
-Each test fails for real: an edited copy of the series, pip without an index. They run on a
-scratch cache whose base is the session cache's, so their trees and logs stay apart.
+Each fails for real: an edited copy of the series, a git hook, pip without an index, an
+exported patch that breaks an import. They run on a scratch cache whose base is the
+session cache's, so their trees and logs stay apart.
 """
 
 from __future__ import annotations
@@ -72,6 +74,29 @@ def test_a_patch_that_does_not_apply_is_one_line(series, scratch, run_cli):
         log.read_text()
     )
     assert not (root / "tree").exists()
+
+
+def test_a_failed_git_am_in_a_checkout_is_one_line(series, scratch, run_cli):
+    """The user's git refuses the commits (here a hook; on a new machine, no identity).
+    Before: git's output, a dozen lines for a missing identity, under the error."""
+    root, env = scratch
+    checkout = root / "checkout"
+    subprocess.run(["git", "clone", "-q", str(base_repo(series)), str(checkout)], check=True)
+    for key, value in (("user.name", "Reviewer"), ("user.email", "reviewer@example.com")):
+        subprocess.run(["git", "-C", str(checkout), "config", key, value], check=True)
+    hook = checkout / ".git" / "hooks" / "applypatch-msg"
+    hook.write_text("#!/bin/sh\necho 'rejected by policy: no [GDN] subjects here' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True)
+    log = assert_failed_on_one_line(
+        run_cli("apply", str(checkout), env=env),
+        "apply",
+        "git am failed and the checkout was left as it was: rejected by policy: no [GDN] "
+        "subjects here (git am's output: ",
+    )
+    assert "rejected by policy" in log.read_text()
+    after = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True)
+    assert after.stdout == head.stdout and not (checkout / ".git" / "rebase-apply").exists()
 
 
 def test_a_failed_download_is_one_line(series, tmp_path, run_cli):
