@@ -132,6 +132,7 @@ def test_a_patched_sglang_that_does_not_import_fails_smoke_on_one_line(broken_se
         f"named '{MISSING}' (its output: ",
     )
     assert "Traceback" in log.read_text() and BROKEN_MODULE in log.read_text()
+    assert proc.stdout == ""  # before: "patched modules import from TREE:", which they did not
 
 
 @pytest.mark.slow
