@@ -169,7 +169,7 @@ def test_cli_refusal_names_just_the_one_modified_file(installed_site, changes, t
     proc = run_cli("apply", str(site / "sglang"))
     assert_refused(proc, f"is modified: {note}")
     assert proc.stderr == (
-        f"gdn-parity: error: nothing was changed: {site / 'sglang'} is modified: {note}: "
+        f"gdn-parity apply: error: nothing was changed: {site / 'sglang'} is modified: {note}: "
         f"{touched.package_path}: matches neither the base nor the series\n"
     )
     status = run_cli("status", str(site / "sglang"))

@@ -367,6 +367,43 @@ def test_a_usage_error_points_at_the_verbs_own_help(verb, run_cli):
     )
 
 
+# A bad input of each verb that only the verb can see, after the command line is parsed.
+REFUSED_BY_THE_VERB = {
+    "apply": (["{tmp}"], "is not an installed sglang package"),
+    "status": (["{tmp}"], "is not an installed sglang package"),
+    "check": (["--patches", "{tmp}/nowhere"], "no series file"),
+    "export": (["--patches", "{tmp}/nowhere"], "no series file"),
+    "tree": (["{tmp}/a-file"], "is a file, not a directory for the tree"),
+    "smoke": (["{tmp}/typo"], "is not a tree"),
+    "demo": (["--stack", "rowwise", "--batch", "2"], "the row-wise stack serves one request"),
+    "cost": (["--device", "cpu"], "cost times GPU kernels"),
+    "harness-server": (["--trace", "{tmp}/a-file"], "exists and is not a directory"),
+    "repro": (["--base-url", "ftp://h", "--spec-url", "http://h:1"], "is not an http(s) URL"),
+    "trace-diff": (["{tmp}/nowhere", "{tmp}/nowhere"], "cannot read"),
+}
+
+
+def test_the_table_has_a_bad_input_of_every_verb():
+    assert sorted(REFUSED_BY_THE_VERB) == VERBS
+
+
+@pytest.mark.parametrize("verb", sorted(REFUSED_BY_THE_VERB))
+def test_an_error_found_by_the_verb_names_the_verb(verb, tmp_path, run_cli):
+    """As argparse's own errors do; before: ``gdn-parity: error: ...`` whatever the verb."""
+    (tmp_path / "a-file").write_text("keep me\n")
+    args, message = REFUSED_BY_THE_VERB[verb]
+    args = [a.format(tmp=tmp_path) for a in args]
+    if args[0] == "--patches":
+        args = [*args[:2], verb]
+    else:
+        args = [verb, *args]
+    proc = run_cli(*args)
+    assert_refused(proc, message)
+    assert proc.stderr.startswith(f"gdn-parity {verb}: error: "), proc.stderr
+    assert "--help" not in proc.stderr  # the command line was right: its help has no fix
+    assert _files(tmp_path) == {"a-file": b"keep me\n"}
+
+
 @pytest.mark.parametrize("verb", VERBS)
 def test_an_unknown_option_is_named_before_missing_arguments(verb, run_cli):
     """``status --bogus`` is a typo, not a call without a target."""

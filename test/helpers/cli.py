@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
+from pathlib import Path
 
 
 def assert_refused(proc: subprocess.CompletedProcess, fragment: str) -> None:
@@ -23,3 +25,19 @@ def sigint_as_a_terminal() -> None:
     default disposition; so the child restores the default before it runs.
     """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def assert_failed_on_one_line(proc: subprocess.CompletedProcess, verb: str, fragment: str) -> Path:
+    """A failure that is not bad input: exit status 2 (not 1, a verdict), no traceback, and
+    after the progress notes (``gdn-parity: ...``) exactly one line, the verb's error, which
+    says ``fragment`` and names the log file that holds the detail; that file's path."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
+    lines = proc.stderr.splitlines()
+    errors = [line for line in lines if not line.startswith("gdn-parity: ")]
+    assert errors == lines[-1:], proc.stderr
+    assert errors[0].startswith(f"gdn-parity {verb}: error: "), proc.stderr
+    assert fragment in errors[0], proc.stderr
+    logs = re.findall(r": (/\S+\.log)\)", errors[0])
+    assert len(logs) == 1, errors[0]
+    return Path(logs[0])

@@ -16,6 +16,7 @@ from gdn_parity.apply.target import (
     require,
 )
 from gdn_parity.errors import GdnParityError
+from gdn_parity.logs import keep_log, last_line
 from gdn_parity.queue.changes import FileChange
 from gdn_parity.queue.git import git, git_out, is_git_repo
 from gdn_parity.queue.series import Series
@@ -92,9 +93,11 @@ class CheckoutTarget:
             subprocess.run(["git", "-C", str(checkout), "am", "--abort"], capture_output=True)
             if _snapshot(checkout) != before:
                 git(checkout, "reset", "--hard", "--quiet", before[0])
+            output = (proc.stdout + proc.stderr).decode(errors="replace")
+            log = keep_log("git-am", output)
             raise GdnParityError(
-                "git am failed and the checkout was left as it was:\n"
-                + (proc.stdout + proc.stderr).decode(errors="replace").strip()
+                f"git am failed and the checkout was left as it was: {last_line(output)} "
+                f"(git am's output: {log})"
             )
         count = len(series.patches)
         return Done(count, f"applied {count} patch(es) to {checkout} as commits")

@@ -1,17 +1,19 @@
 """gdn-parity: apply, prove and debug lossless speculative decoding on hybrid GDN models in SGLang.
 
 Exit status: 0 success, 1 "diverged / parity broken" (the verb says so), 2 bad
-input or a failure the one-line message explains (nothing was changed), 130
-interrupted (Ctrl-C).
+input (nothing was changed) or a failure the one-line message explains (naming a
+log file where the detail matters), 130 interrupted (Ctrl-C), 141 stdout closed
+before the output ended (as by head in gdn-parity smoke | head -1).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import IO, NoReturn
 
 from gdn_parity import __version__
 from gdn_parity.cli import apply_verbs, debug_verbs, drift_verbs, queue_verbs
@@ -20,6 +22,7 @@ from gdn_parity.errors import GdnParityError
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
+EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE
 
 
 class UsageError(Exception):
@@ -42,6 +45,12 @@ class Parser(argparse.ArgumentParser):
 
     def _line(self, message: str) -> str:
         return f"{self.prog}: error: {message} (see {self.prog} --help)"
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        """As argparse's, without its silence on OSError: ``--help`` into a closed pipe is
+        a closed stdout, as any verb's output is (``main``)."""
+        if message:
+            (file or sys.stderr).write(message)
 
     def refuse_unknown(self, extras: list[str]) -> NoReturn:
         raise UnknownArguments(self._line(f"unrecognized arguments: {' '.join(extras)}"))
@@ -137,23 +146,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _error(message: str) -> int:
-    print(f"gdn-parity: error: {message}", file=sys.stderr)
+def _error(prog: str, message: str) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
     return EXIT_ERROR
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout has gone (``gdn-parity smoke | head -1``): not an error to report.
+
+    What the verb had left to print goes nowhere (stdout becomes /dev/null, so the flush
+    at exit cannot fail again), and the status is the shell's for a process that SIGPIPE
+    ended, 128 + 13: the output was cut short, so not 0, and neither a verdict (1) nor a
+    refusal (2). Python ignores SIGPIPE, so the write raised BrokenPipeError instead.
+    """
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_STDOUT_CLOSED
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
+        try:
+            status = _run(argv)
+        except SystemExit as done:  # --help and --version: argparse printed, and exits
+            status = int(done.code or 0)
+        sys.stdout.flush()  # here, where a closed stdout is caught, not at exit
+        return status
+    except BrokenPipeError:  # the verbs turn their sockets' errors into GdnParityError
+        return _stdout_closed()
+
+
+def _run(argv: list[str] | None) -> int:
+    prog = "gdn-parity"  # the verb's, once the command line is parsed
+    try:
         args = build_parser().parse_args(argv)
+        prog = f"gdn-parity {args.command}"
         return args.func(args)
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return EXIT_ERROR
     except GdnParityError as exc:
-        return _error(str(exc))
+        return _error(prog, str(exc))
     except KeyboardInterrupt:
         print("gdn-parity: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        return _error(f"{where}{exc.strerror or exc}")
+        return _error(prog, f"{where}{exc.strerror or exc}")

@@ -54,8 +54,9 @@ def cmd_smoke(args: argparse.Namespace) -> int:
             "DIR out to use the cache's tree"
         )
     tree = materialise_tree(series, args.dir)
+    report = smoke(tree)
     print(f"patched modules import from {tree}:")
-    print(smoke(tree), end="")
+    print(report, end="")
     return 0
 
 

@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
+from gdn_parity.logs import keep_log, last_line
 from gdn_parity.notes import note
 from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.git import FIXED_DATE, git, git_out, is_git_repo
@@ -46,10 +47,11 @@ def fetch_wheel(series: Series) -> Path:
             proc = subprocess.run(cmd, capture_output=True, text=True)
             got = Path(tmp) / series.wheel_name
             if proc.returncode != 0 or not got.is_file():
+                why = last_line(proc.stderr) if proc.returncode else "pip wrote another file"
+                log = keep_log("pip-download", f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
                 raise GdnParityError(
-                    f"could not download {series.base} ({series.wheel_name}):\n"
-                    f"{proc.stderr.strip()[-2000:]}\n"
-                    f"Place the wheel at {wheel} to work offline."
+                    f"could not download {series.base} ({series.wheel_name}): {why} (pip's "
+                    f"output: {log}); place the wheel at {wheel} to work offline"
                 )
             os.replace(got, wheel)
     actual = sha256_file(wheel)

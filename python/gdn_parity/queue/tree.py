@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
+from gdn_parity.logs import keep_log, last_line
 from gdn_parity.notes import note
 from gdn_parity.paths import first_missing
 from gdn_parity.queue.base import BASE_BRANCH, base_repo
@@ -48,12 +49,15 @@ def _apply_series(repo: Path, series: Series) -> None:
         if proc.returncode != 0:
             output = (proc.stdout + proc.stderr).decode(errors="replace")
             git(repo, "am", "--abort", check=False)
-            failures = "\n".join(_failed_hunks(path, output)) or output.strip()
-            raise GdnParityError(f"patch {path.name} does not apply:\n{failures}")
+            failures = "; ".join(_failed_hunks(path, output)) or last_line(output)
+            log = keep_log("git-am", output)
+            raise GdnParityError(
+                f"patch {path.name} does not apply: {failures} (git am's output: {log})"
+            )
 
 
 def _failed_hunks(patch: Path, am_output: str) -> list[str]:
-    """``FILE: hunk @@ -L,... @@`` for each ``patch failed: FILE:L`` git reported."""
+    """``FILE: @@ -L,... @@`` for each ``patch failed: FILE:L`` git reported."""
     text = patch.read_text(errors="replace").splitlines()
     lines = []
     for match in re.finditer(r"patch failed: (\S+):(\d+)", am_output):
@@ -64,9 +68,9 @@ def _failed_hunks(patch: Path, am_output: str) -> list[str]:
             if line.startswith("diff --git "):
                 in_file = line.endswith(f" b/{name}")
             elif in_file and line.startswith(f"@@ -{start},"):
-                hunk = line
+                hunk = line[: line.index(" @@") + 3]  # without the function it is in
                 break
-        lines.append(f"  {name}: {hunk}")
+        lines.append(f"{name}: {hunk}")
     return lines
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
+from gdn_parity.logs import keep_log, last_line
 
 # Modules the series patches; importing them proves the tree is importable.
 PATCHED_MODULES = (
@@ -50,7 +51,11 @@ def smoke(tree: Path) -> str:
         text=True,
     )
     if proc.returncode != 0:
-        raise GdnParityError(f"importing the patched modules failed:\n{proc.stderr[-3000:]}")
+        log = keep_log("smoke", proc.stdout + proc.stderr)
+        raise GdnParityError(
+            f"importing the patched modules from {tree} failed: {last_line(proc.stderr)} "
+            f"(its output: {log})"
+        )
     outside = [
         line for line in proc.stdout.splitlines() if "<-" in line and str(python_dir) not in line
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from gdn_parity.errors import GdnParityError
+from gdn_parity.logs import last_line, log_path
 
 
 class WorkerJob(Protocol):
@@ -93,6 +95,15 @@ class Bar:
             self.bar.close()
 
 
+def _failure(variant: str, returncode: int, log: Path) -> str:
+    """One line on a worker that failed: its last word (a traceback's exception) and its log."""
+    if returncode < 0:
+        why = f"killed by {signal.Signals(-returncode).name}"
+    else:
+        why = last_line(log.read_text(errors="replace"), f"exit status {returncode}")
+    return f"the worker of variant {variant} failed: {why} (its stderr: {log})"
+
+
 def run_workers(
     module: str,
     jobs: list[WorkerJob],
@@ -114,7 +125,7 @@ def run_workers(
                 return
             job_file = Path(tmp) / "job.json"
             job_file.write_text(job.to_json())
-            log = Path(tmp) / "stderr.log"
+            log = log_path(f"worker-{job.variant}")  # kept when the worker fails
             with log.open("w") as err:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", module, str(job_file)],
@@ -130,11 +141,11 @@ def run_workers(
                     if line.startswith("progress "):
                         bar.update(int(line.split()[1]))
                 proc.wait()
-            if interrupted.is_set():
+            if proc.returncode != 0 and not interrupted.is_set():
+                errors.append(_failure(job.variant, proc.returncode, log))
                 return
-            if proc.returncode != 0:
-                errors.append(f"variant {job.variant} failed:\n{log.read_text()[-3000:]}")
-            else:
+            log.unlink()
+            if not interrupted.is_set():
                 results[index] = result.from_json(Path(job.out).read_text())
 
     threads = [threading.Thread(target=run, args=(i, j)) for i, j in enumerate(jobs)]
@@ -151,5 +162,5 @@ def run_workers(
             t.join()
         raise
     if errors:
-        raise GdnParityError("\n".join(errors))
+        raise GdnParityError("; ".join(errors))
     return [results[i] for i in range(len(jobs))]
