@@ -8,11 +8,16 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from gdn_parity.errors import GdnParityError
+
 
 def cache_dir() -> Path:
-    """``$GDN_PARITY_CACHE``, else ``~/.cache/gdn-parity``."""
+    """``$GDN_PARITY_CACHE``, else ``~/.cache/gdn-parity``, as an absolute path: git runs
+    in the cache's trees, where a relative path would name another directory."""
     env = os.environ.get("GDN_PARITY_CACHE")
-    path = Path(env) if env else Path.home() / ".cache" / "gdn-parity"
+    path = Path(env).expanduser().absolute() if env else Path.home() / ".cache" / "gdn-parity"
+    if path.exists() and not path.is_dir():
+        raise GdnParityError(f"the cache {path} (GDN_PARITY_CACHE) is not a directory")
     path.mkdir(parents=True, exist_ok=True)
     return path
 
