@@ -215,7 +215,7 @@ def test_ctrl_c_exits_130_with_a_short_message():
             conn.close()
         listener.close()
     assert proc.returncode == 130
-    assert err == "gdn-parity: interrupted\n"
+    assert err == "gdn-parity repro: interrupted\n"  # before: no verb, as errors have
 
 
 # --- demo and harness-server ----------------------------------------------------
@@ -345,9 +345,76 @@ def test_export_refuses_a_directory_that_is_no_tree(tmp_path, run_cli):
     assert _files(patches) == before
 
 
+def _git_repo(directory: Path) -> Path:
+    """A git repository with one commit, as a user's project would be."""
+    directory.mkdir()
+    (directory / "README").write_text("another project\n")
+    for args in (["init", "-q"], ["add", "README"], ["commit", "-qm", "start"]):
+        subprocess.run(
+            ["git", "-C", str(directory), "-c", "user.name=u", "-c", "user.email=u@u", *args],
+            check=True,
+        )
+    return directory
+
+
+@pytest.mark.parametrize("kind", ["empty", "git-repo"])
+def test_patches_without_a_series_is_named_not_told_to_pass_patches(kind, tmp_path, run_cli):
+    """Before: "no series file at DIR/series: pass --patches DIR", to a user who had."""
+    where = tmp_path / kind
+    if kind == "empty":
+        where.mkdir()
+    else:
+        _git_repo(where)
+    proc = run_cli("--patches", str(where), "check")
+    assert_refused(
+        proc,
+        f"gdn-parity check: error: --patches {where} has no series file, so it is not a "
+        "gdn-parity patches/ directory: name the patches/ directory of a gdn-parity checkout",
+    )
+
+
+def test_gdn_parity_patches_without_a_series_names_the_variable(tmp_path, run_cli):
+    env = {**os.environ, "GDN_PARITY_PATCHES": str(tmp_path)}
+    assert_refused(
+        run_cli("check", env=env),
+        f"no series file at {tmp_path}/series: GDN_PARITY_PATCHES must name a gdn-parity "
+        "patches/ directory, or be unset",
+    )
+
+
+def test_a_series_file_that_is_not_text_is_refused(tmp_path, run_cli):
+    """Before: a UnicodeDecodeError's traceback and exit status 1, a verdict's."""
+    (tmp_path / "series").write_bytes(b"# base: sglang==0.5.23\xff\n")
+    assert_refused(
+        run_cli("--patches", str(tmp_path), "check"),
+        f"gdn-parity check: error: {tmp_path}/series is not a series file: it is not UTF-8 text",
+    )
+
+
+def test_smoke_and_tree_leave_another_git_repository_alone_and_say_what_to_do(tmp_path, run_cli):
+    """Before: "... did not make; choose another directory", to smoke, which makes nothing."""
+    repo = _git_repo(tmp_path / "project")
+    before = _files(repo)
+    assert_refused(
+        run_cli("smoke", str(repo)),
+        f"gdn-parity smoke: error: {repo} is a git repository that `gdn-parity tree` did not "
+        "make, and smoke checks only such trees: make one with `gdn-parity tree NEWDIR`, or "
+        "leave DIR out to use the cache's tree",
+    )
+    assert_refused(
+        run_cli("tree", str(repo)),
+        f"gdn-parity tree: error: {repo} is a git repository that gdn-parity did not make (it "
+        "is left alone): name a new or empty directory for the tree",
+    )
+    assert _files(repo) == before
+
+
 def test_a_missing_series_is_refused_only_by_verbs_that_need_it(tmp_path, good_trace, run_cli):
     nowhere = str(tmp_path / "nowhere")
-    assert_refused(run_cli("--patches", nowhere, "tree", str(tmp_path / "t")), "no series file")
+    assert_refused(
+        run_cli("--patches", nowhere, "tree", str(tmp_path / "t")),
+        f"--patches {nowhere} has no series file",
+    )
     proc = run_cli("--patches", nowhere, "trace-diff", str(good_trace), str(good_trace))
     assert proc.returncode == 0, proc.stderr
 
@@ -371,8 +438,8 @@ def test_a_usage_error_points_at_the_verbs_own_help(verb, run_cli):
 REFUSED_BY_THE_VERB = {
     "apply": (["{tmp}"], "is not an installed sglang package"),
     "status": (["{tmp}"], "is not an installed sglang package"),
-    "check": (["--patches", "{tmp}/nowhere"], "no series file"),
-    "export": (["--patches", "{tmp}/nowhere"], "no series file"),
+    "check": (["--patches", "{tmp}/nowhere"], "/nowhere has no series file, so it is not"),
+    "export": (["--patches", "{tmp}/nowhere"], "/nowhere has no series file, so it is not"),
     "tree": (["{tmp}/a-file"], "is a file, not a directory for the tree"),
     "smoke": (["{tmp}/typo"], "is not a tree"),
     "demo": (["--stack", "rowwise", "--batch", "2"], "the row-wise stack serves one request"),

@@ -68,7 +68,7 @@ def test_an_interrupted_demo_exits_130_and_leaves_no_output_directory(series, tm
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    assert err.splitlines()[-1] == "gdn-parity: interrupted"
+    assert err.splitlines()[-1] == "gdn-parity demo: interrupted"
     assert "Traceback" not in err
     assert not out.exists()
 
@@ -114,5 +114,5 @@ def test_the_large_model_on_cpu_is_warned_about_first(tmp_path):
     finally:
         proc.kill()
         proc.wait(timeout=30)
-    assert first.startswith("gdn-parity: warning: --size large on CPU")
+    assert first.startswith("gdn-parity demo: warning: --size large on CPU")
     assert "takes hours" in first and "--device cuda" in first

@@ -42,7 +42,7 @@ def variant_list(text: str) -> list[Variant]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _check_device(device: str, size: str) -> None:
+def _check_device(verb: str, device: str, size: str) -> None:
     """Refuse CUDA without a CUDA device; warn that the large model on CPU takes hours."""
     if device == "cuda":
         import torch
@@ -53,7 +53,7 @@ def _check_device(device: str, size: str) -> None:
             )
     elif size != "tiny":
         print(
-            f"gdn-parity: warning: --size {size} on CPU runs every kernel under the Triton "
+            f"gdn-parity {verb}: warning: --size {size} on CPU runs every kernel under the Triton "
             "interpreter and takes hours; it is meant for --device cuda",
             file=sys.stderr,
         )
@@ -85,7 +85,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     trace_dir: Path | None = args.trace
     if trace_dir is not None:
         writable_dir(trace_dir, "--trace")
-    _check_device(args.device, args.size)
+    _check_device(args.command, args.device, args.size)
     plan = DemoPlan(
         variants=args.variants,
         size=args.size,
@@ -153,7 +153,7 @@ def cmd_harness_server(args: argparse.Namespace) -> int:
     trace_dir: Path | None = args.trace
     if trace_dir is not None:
         writable_dir(trace_dir, "--trace")
-    _check_device(args.device, args.size)
+    _check_device(args.command, args.device, args.size)
     variant = variant_named(args.variant)
     server = listen(args.host, args.port)
     plan = ServerPlan(

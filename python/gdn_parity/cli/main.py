@@ -2,8 +2,10 @@
 
 Exit status: 0 success, 1 "diverged / parity broken" (the verb says so), 2 bad
 input (nothing was changed) or a failure the one-line message explains (naming a
-log file where the detail matters), 130 interrupted (Ctrl-C), 141 stdout closed
-before the output ended (as by head in gdn-parity smoke | head -1).
+log file where the detail matters), 70 internal error (an exception gdn-parity does not
+expect: a bug or a broken install; the one-line message names the log file that holds the
+traceback), 130 interrupted (Ctrl-C), 141 stdout closed before the output ended (as by
+head in gdn-parity smoke | head -1).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, NoReturn
@@ -19,8 +23,10 @@ from gdn_parity import __version__
 from gdn_parity.cli import apply_verbs, debug_verbs, drift_verbs, queue_verbs
 from gdn_parity.cli.options import path
 from gdn_parity.errors import GdnParityError
+from gdn_parity.logs import keep_log
 
 EXIT_ERROR = 2
+EXIT_INTERNAL = 70  # EX_SOFTWARE of sysexits.h: not 1, which is a verdict
 EXIT_INTERRUPTED = 130
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE
 
@@ -151,6 +157,35 @@ def _error(prog: str, message: str) -> int:
     return EXIT_ERROR
 
 
+def _internal_error(prog: str, exc: Exception) -> int:
+    """An exception no verb expects: one line that says what it was and where its traceback is."""
+    what = traceback.format_exception_only(exc)[-1].strip()
+    where = _keep_traceback("".join(traceback.format_exception(exc)))
+    print(
+        f"{prog}: internal error: {what} (a bug in gdn-parity or a broken install; "
+        f"the traceback: {where})",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL
+
+
+def _keep_traceback(text: str) -> str:
+    """Where ``text`` was written: the cache's ``logs/``, else the temporary directory (the
+    cache may be what failed), else stderr (where it is printed, above the error's line)."""
+    try:
+        return str(keep_log("internal-error", text))
+    except Exception:
+        pass
+    try:
+        handle, name = tempfile.mkstemp(prefix="gdn-parity-internal-error-", suffix=".log")
+        with open(handle, "w") as file:
+            file.write(text)
+        return name
+    except OSError:
+        sys.stderr.write(text)
+        return "above"
+
+
 def _stdout_closed() -> int:
     """The reader of stdout has gone (``gdn-parity smoke | head -1``): not an error to report.
 
@@ -187,10 +222,12 @@ def _run(argv: list[str] | None) -> int:
     except GdnParityError as exc:
         return _error(prog, str(exc))
     except KeyboardInterrupt:
-        print("gdn-parity: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         raise
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         return _error(prog, f"{where}{exc.strerror or exc}")
+    except Exception as exc:
+        return _internal_error(prog, exc)

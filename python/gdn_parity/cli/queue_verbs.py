@@ -9,7 +9,12 @@ from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.export import check_series, export_series
 from gdn_parity.queue.git import is_git_repo
 from gdn_parity.queue.series import load_series, packaged_patches_dir
-from gdn_parity.queue.tree import default_tree_dir, materialise_tree, record_tree
+from gdn_parity.queue.tree import (
+    default_tree_dir,
+    made_by_gdn_parity,
+    materialise_tree,
+    record_tree,
+)
 from gdn_parity.sandbox.smoke import smoke
 
 
@@ -52,6 +57,12 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         raise GdnParityError(
             f"{args.dir} is not a tree: make one with `gdn-parity tree {args.dir}`, or leave "
             "DIR out to use the cache's tree"
+        )
+    if args.dir is not None and not made_by_gdn_parity(args.dir):
+        raise GdnParityError(
+            f"{args.dir} is a git repository that `gdn-parity tree` did not make, and smoke "
+            "checks only such trees: make one with `gdn-parity tree NEWDIR`, or leave DIR out "
+            "to use the cache's tree"
         )
     tree = materialise_tree(series, args.dir)
     report = smoke(tree)

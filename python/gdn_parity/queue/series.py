@@ -92,15 +92,18 @@ class Series:
 
 def load_series(directory: Path | None = None) -> Series:
     """Parse ``directory/series``; every listed patch must exist."""
+    given = directory
     directory = (directory or default_patches_dir()).resolve()
     path = directory / SERIES_FILE
     if not path.is_file():
-        raise GdnParityError(
-            f"no series file at {path}: pass --patches DIR or set GDN_PARITY_PATCHES"
-        )
+        raise GdnParityError(_no_series_file(given, path))
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise GdnParityError(f"{path} is not a series file: it is not UTF-8 text") from exc
     meta: dict[str, str] = {}
     patches: list[str] = []
-    for raw in path.read_text().splitlines():
+    for raw in text.splitlines():
         line = raw.strip()
         if not line:
             continue
@@ -126,3 +129,18 @@ def load_series(directory: Path | None = None) -> Series:
         meta["base-commit"],
         tuple(patches),
     )
+
+
+def _no_series_file(given: Path | None, path: Path) -> str:
+    """What to say when ``path`` is missing: about the directory the user named, if any."""
+    if given is not None:
+        return (
+            f"--patches {given} has no series file, so it is not a gdn-parity patches/ "
+            "directory: name the patches/ directory of a gdn-parity checkout"
+        )
+    if os.environ.get("GDN_PARITY_PATCHES"):
+        return (
+            f"no series file at {path}: GDN_PARITY_PATCHES must name a gdn-parity patches/ "
+            "directory, or be unset"
+        )
+    return f"no series file at {path}: pass --patches DIR or set GDN_PARITY_PATCHES"

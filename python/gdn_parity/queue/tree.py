@@ -31,6 +31,11 @@ def _recorded(repo: Path, key: str) -> str:
     return git(repo, "config", "--get", key, check=False).stdout.decode().strip()
 
 
+def made_by_gdn_parity(directory: Path) -> bool:
+    """True when ``directory`` is a git repo that materialising a tree made and recorded."""
+    return is_git_repo(directory) and _recorded(directory, DIGEST_KEY) != ""
+
+
 def _apply_series(repo: Path, series: Series) -> None:
     """``git am`` every patch on top of the base; name patch, file and hunk on failure."""
     committer = {"GIT_COMMITTER_DATE": FIXED_DATE}
@@ -104,9 +109,10 @@ def _materialise(series: Series, directory: Path) -> Path:
             and is_clean(directory)
         ):
             return directory
-        if _recorded(directory, DIGEST_KEY) == "":
+        if not made_by_gdn_parity(directory):
             raise GdnParityError(
-                f"{directory} is a git repo that gdn-parity did not make; choose another directory"
+                f"{directory} is a git repository that gdn-parity did not make (it is left "
+                "alone): name a new or empty directory for the tree"
             )
         if not is_clean(directory) or _recorded(directory, HEAD_KEY) != head:
             raise GdnParityError(
