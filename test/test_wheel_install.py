@@ -53,8 +53,9 @@ def installed(tmp_path_factory) -> Path:
     return venv / "bin"
 
 
-def _run(bin_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def _run(bin_dir: Path, cwd: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GDN_PARITY_PATCHES")}
+    env.update(extra)
     return subprocess.run(
         [str(bin_dir / args[0]), *args[1:]], cwd=cwd, env=env, capture_output=True, text=True
     )
@@ -97,3 +98,20 @@ def test_the_installed_wheel_materialises_its_series(installed, series, tmp_path
     proc = _run(installed, tmp_path, "gdn-parity", "tree", str(tmp_path / "tree"))
     assert proc.returncode == 0, proc.stderr
     assert f"sglang {series.version} + {len(series.patches)} patch(es)" in proc.stdout
+
+
+@pytest.mark.parametrize("verb", ["demo", "cost", "harness-server"])
+def test_the_drift_verbs_without_the_demo_extra_are_refused_once(verb, installed, tmp_path):
+    """Before: the demo built the base and its trees, then each worker failed on the same
+    ``import torch``, one error per worker on the line."""
+    cache = tmp_path / "cache"
+    proc = _run(installed, tmp_path, "gdn-parity", verb, GDN_PARITY_CACHE=str(cache))
+    assert_refused(
+        proc,
+        f"gdn-parity {verb}: error: {verb} needs gdn-parity's [demo] extra, which is not "
+        "installed (missing: torch, triton, ",
+    )
+    assert proc.stderr.rstrip().endswith(
+        "pip install '/path/to/gdn-parity[demo]', or -e '.[demo]' in a checkout"
+    )
+    assert not cache.exists() and not (tmp_path / "demo-out").exists()

@@ -13,6 +13,7 @@ from gdn_parity.cli.options import (
     positive_int,
     positive_int_list,
     probability_list,
+    require_extra,
     series_of,
     writable_dir,
 )
@@ -74,6 +75,7 @@ def _batch(requested: int | None, stack: str) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    require_extra("demo", args.command)
     from gdn_parity.debug.issue35150 import INPUT_IDS
     from gdn_parity.drift.demo import DemoPlan, run_demo
     from gdn_parity.drift.run.modes import demo_modes
@@ -111,6 +113,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
+    require_extra("demo", args.command)
     from gdn_parity.debug.issue35150 import INPUT_IDS
     from gdn_parity.drift.cost.plan import CostPlan, run_cost
 
@@ -146,6 +149,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def cmd_harness_server(args: argparse.Namespace) -> int:
+    require_extra("demo", args.command)
     from gdn_parity.drift.harness_server import ServerPlan, listen, run_server
     from gdn_parity.drift.run.modes import Mode, ModeKind
     from gdn_parity.drift.run.variants import variant_tree

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import math
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -17,6 +19,36 @@ from gdn_parity.queue.series import Series, load_series
 def series_of(args: argparse.Namespace) -> Series:
     """The series named by ``--patches``, or the default one."""
     return load_series(args.patches)
+
+
+def require_extra(extra: str, verb: str) -> None:
+    """Refuse a verb whose packages, those of gdn-parity's ``[extra]``, are not installed.
+
+    Before any work: without them every demo worker fails on the same import, after the
+    trees were built. Whether each package is installed is all that is checked (not its
+    version). A gdn-parity that is not installed (run from a source tree) has no list.
+    """
+    try:
+        requires = importlib.metadata.requires("gdn-parity") or []
+    except importlib.metadata.PackageNotFoundError:
+        return
+    marker = re.compile(rf"""extra\s*==\s*["']{re.escape(extra)}["']""")
+    missing = []
+    for requirement in requires:
+        spec, _, condition = requirement.partition(";")
+        name = re.match(r"[A-Za-z0-9._-]+", spec.strip())
+        if name is None or not marker.search(condition):
+            continue
+        try:
+            importlib.metadata.version(name.group())
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(name.group())
+    if missing:
+        raise GdnParityError(
+            f"{verb} needs gdn-parity's [{extra}] extra, which is not installed (missing: "
+            f"{', '.join(missing)}): pip install '/path/to/gdn-parity[{extra}]', or "
+            f"-e '.[{extra}]' in a checkout"
+        )
 
 
 def int_at_least(low: int) -> Callable[[str], int]:
