@@ -35,6 +35,7 @@ from gdn_parity.sandbox import (  # noqa: E402
     torchvision_shim,  # noqa: E402
     triton_interpreter_fixes,
 )
+from helpers.cli import scratch_cache_in  # noqa: E402
 
 triton_interpreter_fixes.install()
 torch_cpu_device.install()
@@ -42,6 +43,10 @@ torchvision_shim.install()
 # The test bed's own tree, apart from a developer's default tree (which may hold
 # unexported work); subprocesses of the tests inherit it.
 os.environ["GDN_PARITY_TREE"] = str(cache_dir() / "testbed-tree")
+# The cache is the user's (GDN_PARITY_CACHE, else ~/.cache/gdn-parity): the tests share its
+# wheel, base and trees. Its logs/ is theirs alone: a test that makes something fail runs
+# on a scratch cache (``scratch_cache``, ``helpers.cli.scratch_cache_in``).
+USER_LOGS = cache_dir() / "logs"
 
 # Fixtures that need the pinned wheel or a materialised tree mark their tests needs_tree;
 # those that run the harness's model in a worker or a server mark them slow too.
@@ -64,6 +69,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.needs_tree)
         if names & SLOW_FIXTURES:
             item.add_marker(pytest.mark.slow)
+
+
+def _user_logs() -> set[str]:
+    return {p.name for p in USER_LOGS.iterdir()} if USER_LOGS.is_dir() else set()
+
+
+@pytest.fixture(autouse=True)
+def _no_log_in_the_users_cache():
+    """A test leaves no log in the user's cache. Before, each run left three: two in-process
+    failures (a patch that does not apply, a checkout's git am that a hook refuses), and the
+    interrupted demo's worker, whose thread the CLI exited under (``run_workers``)."""
+    before = _user_logs()
+    yield
+    assert _user_logs() <= before, f"the test wrote into {USER_LOGS}: {_user_logs() - before}"
+
+
+@pytest.fixture
+def scratch_cache(series, tmp_path, monkeypatch) -> Path:
+    """A cache of the test's own (GDN_PARITY_CACHE, for it and its subprocesses) that shares
+    the session cache's base: where what the test makes fail writes its log."""
+    cache = scratch_cache_in(series, tmp_path)
+    monkeypatch.setenv("GDN_PARITY_CACHE", str(cache))
+    return cache
 
 
 @pytest.fixture(scope="session")

@@ -344,7 +344,9 @@ def test_checkout_on_another_base_is_refused_and_unchanged(checkout, changes, se
     assert _checkout_state(checkout) == before
 
 
-def test_checkout_failed_git_am_leaves_it_exactly_as_it_was(checkout, changes, series):
+def test_checkout_failed_git_am_leaves_it_exactly_as_it_was(
+    checkout, changes, series, scratch_cache
+):
     # A commit-msg style hook rejects the last patch: `git am` fails after the
     # checks passed and after every earlier patch was committed.
     hook = checkout / ".git" / "hooks" / "applypatch-msg"
@@ -355,7 +357,8 @@ def test_checkout_failed_git_am_leaves_it_exactly_as_it_was(checkout, changes, s
     )
     hook.chmod(0o755)
     before = _checkout_state(checkout)
-    with pytest.raises(GdnParityError, match="left as it was"):
+    with pytest.raises(GdnParityError, match="left as it was") as err:
         CheckoutTarget(checkout, series).apply(changes)
+    assert f"(git am's output: {scratch_cache / 'logs'}/" in str(err.value)
     assert _checkout_state(checkout) == before
     assert not (checkout / ".git" / "rebase-apply").exists()

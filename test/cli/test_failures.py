@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from gdn_parity.queue.base import base_repo
-from gdn_parity.queue.cache import cache_lock
-from helpers.cli import assert_failed_on_one_line
+from helpers.cli import assert_failed_on_one_line, scratch_cache_in
 
 BROKEN_MODULE = "python/sglang/kernels/ops/attention/fla/fused_recurrent.py"
 MISSING = "gdn_parity_test_no_such_module"
@@ -29,11 +28,8 @@ MISSING = "gdn_parity_test_no_such_module"
 def scratch(series, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """A directory, and the environment of a cache in it that shares the session's base."""
     root = tmp_path_factory.mktemp("scratch")
-    with cache_lock():
-        base = base_repo(series)
-    (root / "cache").mkdir()
-    (root / "cache" / base.name).symlink_to(base)
-    return root, {**os.environ, "GDN_PARITY_CACHE": str(root / "cache")}
+    cache = scratch_cache_in(series, root)
+    return root, {**os.environ, "GDN_PARITY_CACHE": str(cache)}
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +151,4 @@ def test_a_crashed_demo_worker_is_one_line(broken_series, scratch, run_cli):
     assert log.parent == root / "cache" / "logs"
     assert "Traceback" in log.read_text() and BROKEN_MODULE in log.read_text()
     assert not out.exists()
+

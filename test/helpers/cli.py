@@ -7,6 +7,10 @@ import signal
 import subprocess
 from pathlib import Path
 
+from gdn_parity.queue.base import base_repo
+from gdn_parity.queue.cache import cache_lock
+from gdn_parity.queue.series import Series
+
 
 def assert_refused(proc: subprocess.CompletedProcess, fragment: str) -> None:
     """Exit status 2, no traceback, and exactly one line on stderr that says ``fragment``."""
@@ -41,3 +45,14 @@ def assert_failed_on_one_line(proc: subprocess.CompletedProcess, verb: str, frag
     logs = re.findall(r": (/\S+\.log)\)", errors[0])
     assert len(logs) == 1, errors[0]
     return Path(logs[0])
+
+
+def scratch_cache_in(series: Series, directory: Path) -> Path:
+    """``directory/cache``: a cache whose base is the session cache's (no wheel to fetch or
+    base to lay out again), for a test whose trees and logs must stay out of the user's."""
+    with cache_lock():
+        base = base_repo(series)
+    cache = directory / "cache"
+    cache.mkdir()
+    (cache / base.name).symlink_to(base)
+    return cache

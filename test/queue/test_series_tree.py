@@ -126,7 +126,7 @@ def test_cli_export_names_a_moved_base_branch(moved, series, tmp_path, run_cli):
     assert {p.name: p.read_bytes() for p in patches.iterdir()} == before
 
 
-def test_a_patch_that_does_not_apply_names_patch_file_and_hunk(series, tmp_path):
+def test_a_patch_that_does_not_apply_names_patch_file_and_hunk(series, tmp_path, scratch_cache):
     patches = _copy_patches(series, tmp_path / "patches")
     needle = "-    beta_val = tl.sigmoid(b_val).to(b.dtype.element_ty).to(tl.float32)\n"
     gate = next(patches / name for name in series.patches if needle in (patches / name).read_text())
@@ -136,6 +136,7 @@ def test_a_patch_that_does_not_apply_names_patch_file_and_hunk(series, tmp_path)
     message = str(err.value)
     assert gate.name in message
     assert "fla/fused_recurrent.py: @@ -" in message
+    assert f"(git am's output: {scratch_cache / 'logs'}/" in message
     assert not (tmp_path / "tree").exists()
 
 

@@ -119,28 +119,37 @@ def run_workers(
     procs: list[subprocess.Popen] = []
     interrupted = threading.Event()
 
+    finished = [threading.Event() for _ in jobs]
+
     def run(index: int, job: WorkerJob) -> None:
+        try:
+            work(index, job)
+        finally:
+            finished[index].set()
+
+    def work(index: int, job: WorkerJob) -> None:
         with semaphore, tempfile.TemporaryDirectory() as tmp:
             if interrupted.is_set():
                 return
             job_file = Path(tmp) / "job.json"
             job_file.write_text(job.to_json())
             log = log_path(f"worker-{job.variant}")  # kept when the worker fails
-            with log.open("w") as err:
-                proc = subprocess.Popen(
+            with (
+                log.open("w") as err,
+                subprocess.Popen(
                     [sys.executable, "-m", module, str(job_file)],
                     stdout=subprocess.PIPE,
                     stderr=err,
                     text=True,
                     env=_worker_env(device),
-                )
+                ) as proc,  # on leaving: its stdout closed, and waited for
+            ):
                 procs.append(proc)
                 if interrupted.is_set():  # started while the others were being stopped
                     proc.kill()
                 for line in proc.stdout:
                     if line.startswith("progress "):
                         bar.update(int(line.split()[1]))
-                proc.wait()
             if proc.returncode != 0 and not interrupted.is_set():
                 errors.append(_failure(job.variant, proc.returncode, log))
                 return
@@ -148,18 +157,21 @@ def run_workers(
             if not interrupted.is_set():
                 results[index] = result.from_json(Path(job.out).read_text())
 
-    threads = [threading.Thread(target=run, args=(i, j)) for i, j in enumerate(jobs)]
-    for t in threads:
-        t.start()
+    for i, j in enumerate(jobs):
+        threading.Thread(target=run, args=(i, j)).start()
+    # Waited for through events, not Thread.join: a join that Ctrl-C interrupts marks the
+    # running thread as finished (CPython 3.11's threading, after bpo-45274), and a second
+    # join then returns at once: the process exited under the threads, which left their
+    # workers' logs behind.
     try:
-        for t in threads:
-            t.join()
-    except BaseException:  # Ctrl-C: stop the workers, then let it propagate
+        for done in finished:
+            done.wait()
+    except BaseException:  # Ctrl-C: stop the workers, wait for their threads, propagate
         interrupted.set()
         for proc in procs:
             proc.kill()
-        for t in threads:
-            t.join()
+        for done in finished:
+            done.wait()
         raise
     if errors:
         raise GdnParityError("; ".join(errors))
