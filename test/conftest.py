@@ -122,15 +122,22 @@ CLI = Callable[..., subprocess.CompletedProcess]
 
 @pytest.fixture(scope="session")
 def run_cli() -> CLI:
-    """``run_cli(*args, env=None, timeout=600)``: the ``gdn-parity`` command, as a user runs it."""
+    """``run_cli(*args, env=None, timeout=600, cwd=None)``: the ``gdn-parity`` command, as a
+    user runs it (in ``cwd``, else the tests' directory)."""
 
-    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 600):
+    def run(
+        *args: str,
+        env: dict[str, str] | None = None,
+        timeout: float = 600,
+        cwd: Path | None = None,
+    ):
         return subprocess.run(
             [sys.executable, "-m", "gdn_parity.cli", *args],
             capture_output=True,
             text=True,
             env=env,
             timeout=timeout,
+            cwd=cwd,
         )
 
     return run

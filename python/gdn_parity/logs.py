@@ -7,6 +7,7 @@ line; the tool's output (a traceback, pip's resolver report, git's hunks) is kep
 
 from __future__ import annotations
 
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -36,3 +37,11 @@ def last_line(text: str, otherwise: str = "no output") -> str:
     """The last non-blank line of ``text``, stripped: a traceback's exception, a tool's verdict."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else otherwise
+
+
+def how_it_ended(returncode: int, output: str) -> str:
+    """One line on a process that failed: the signal that killed it, else the last line of
+    its ``output`` (a traceback's exception), else its exit status."""
+    if returncode < 0:
+        return f"it was killed by {signal.Signals(-returncode).name}"
+    return last_line(output, f"it exited with status {returncode} and printed nothing")

@@ -11,6 +11,7 @@ session cache's, so their trees and logs stay apart.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -152,3 +153,25 @@ def test_a_crashed_demo_worker_is_one_line(broken_series, scratch, run_cli):
     assert "Traceback" in log.read_text() and BROKEN_MODULE in log.read_text()
     assert not out.exists()
 
+
+@pytest.mark.slow
+def test_workers_that_crash_alike_are_named_together(broken_series, scratch, run_cli):
+    """Both variants of the series fail on one import. Before: the same error once per
+    worker, joined on the line."""
+    root, env = scratch
+    patches, _ = broken_series
+    proc = run_cli(
+        "--patches", str(patches), "demo", "--variants", "beta-aligned,exact-parity",
+        "--tokens", "2", "--gammas", "1", "--accept-rates", "0.5",
+        "--out", str(root / "alike-out"), env=env,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.splitlines()[-1]
+    assert line.startswith(
+        "gdn-parity demo: error: the workers of variants beta-aligned, exact-parity failed: "
+        f"ModuleNotFoundError: No module named '{MISSING}' (their stderr: "
+    ), proc.stderr
+    assert line.count("ModuleNotFoundError") == 1
+    logs = re.findall(r"(/\S+-worker-(\S+?)-\w+\.log)[,)]", line)
+    assert [variant for _, variant in logs] == ["beta-aligned", "exact-parity"], line
+    assert all(BROKEN_MODULE in Path(log).read_text() for log, _ in logs)

@@ -190,30 +190,21 @@ def test_processes_that_build_in_one_fresh_cache_at_once_all_get_the_tree(series
     assert len(log) == len(series.patches)
 
 
-def _cli_in(cwd: Path, cache: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gdn_parity.cli", *args],
-        cwd=cwd,
-        env={**os.environ, "GDN_PARITY_CACHE": cache},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-def test_a_relative_cache_path_is_the_cache_from_every_directory(series, tmp_path):
+def test_a_relative_cache_path_is_the_cache_from_every_directory(series, tmp_path, run_cli):
     """``GDN_PARITY_CACHE=relative-cache``: git clones the base from inside the new tree,
     where the relative path named nothing ("repository ... does not exist") before the
     cache's path was made absolute."""
     base_repo(series)  # laid out once in the session's cache
     cache = os.path.relpath(cache_dir(), tmp_path)
-    proc = _cli_in(tmp_path, cache, "--patches", str(series.directory), "tree", "t")
+    env = {**os.environ, "GDN_PARITY_CACHE": cache}
+    proc = run_cli("--patches", str(series.directory), "tree", "t", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     log = git_out(tmp_path / "t", "log", "--format=%s", f"{series.base_commit}..HEAD")
     assert len(log.splitlines()) == len(series.patches)
 
 
-def test_a_cache_path_that_is_a_file_is_refused_naming_the_variable(series, tmp_path):
+def test_a_cache_path_that_is_a_file_is_refused_naming_the_variable(series, tmp_path, run_cli):
     (tmp_path / "cache").write_text("not a directory")
-    proc = _cli_in(tmp_path, str(tmp_path / "cache"), "--patches", str(series.directory), "smoke")
+    env = {**os.environ, "GDN_PARITY_CACHE": str(tmp_path / "cache")}
+    proc = run_cli("--patches", str(series.directory), "smoke", env=env, cwd=tmp_path)
     assert_refused(proc, "(GDN_PARITY_CACHE) is not a directory")

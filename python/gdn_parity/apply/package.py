@@ -27,6 +27,7 @@ from gdn_parity.apply.target import (
     require,
 )
 from gdn_parity.errors import GdnParityError
+from gdn_parity.logs import how_it_ended
 from gdn_parity.queue.changes import FileChange, sha256_bytes
 from gdn_parity.queue.series import Series
 
@@ -72,7 +73,8 @@ def python_sglang(python: Path) -> Path:
             f"cannot run --python {python} as a Python interpreter: {exc.strerror or exc}"
         ) from exc
     if proc.returncode != 0:
-        raise GdnParityError(f"--python {python} failed to look for sglang: {_failure(proc)}")
+        why = how_it_ended(proc.returncode, proc.stdout + "\n" + proc.stderr)
+        raise GdnParityError(f"--python {python} failed to look for sglang: {why}")
     answers = [
         line[len(_ANSWER) :] for line in proc.stdout.splitlines() if line.startswith(_ANSWER)
     ]
@@ -85,16 +87,6 @@ def python_sglang(python: Path) -> Path:
     if found is None:
         raise GdnParityError(f"no sglang package is installed for {python}")
     return Path(found)
-
-
-def _failure(proc: subprocess.CompletedProcess) -> str:
-    """One line: the last line of what the process said, or how it ended."""
-    said = proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines()
-    if said:
-        return said[-1].strip()
-    if proc.returncode < 0:
-        return f"it was killed by signal {-proc.returncode} and printed nothing"
-    return f"it exited with status {proc.returncode} and printed nothing"
 
 
 def package_version(target: Path) -> str:

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from gdn_parity.errors import GdnParityError
-from gdn_parity.logs import last_line, log_path
+from gdn_parity.logs import how_it_ended, log_path
 
 
 class WorkerJob(Protocol):
@@ -95,13 +95,31 @@ class Bar:
             self.bar.close()
 
 
-def _failure(variant: str, returncode: int, log: Path) -> str:
-    """One line on a worker that failed: its last word (a traceback's exception) and its log."""
-    if returncode < 0:
-        why = f"killed by {signal.Signals(-returncode).name}"
-    else:
-        why = last_line(log.read_text(errors="replace"), f"exit status {returncode}")
-    return f"the worker of variant {variant} failed: {why} (its stderr: {log})"
+@dataclass(frozen=True)
+class _Failed:
+    """A worker that failed: its job's place and variant, its last word and its log."""
+
+    index: int
+    variant: str
+    why: str
+    log: Path
+
+
+def _failures(failed: list[_Failed]) -> str:
+    """One line on the workers that failed; those that failed alike (a package that every
+    worker imports) are named together, with their logs."""
+    alike: dict[str, list[_Failed]] = {}
+    for one in sorted(failed, key=lambda f: f.index):
+        alike.setdefault(one.why, []).append(one)
+    parts = []
+    for why, group in alike.items():
+        variants = ", ".join(f.variant for f in group)
+        logs = ", ".join(str(f.log) for f in group)
+        if len(group) == 1:
+            parts.append(f"the worker of variant {variants} failed: {why} (its stderr: {logs})")
+        else:
+            parts.append(f"the workers of variants {variants} failed: {why} (their stderr: {logs})")
+    return "; ".join(parts)
 
 
 def run_workers(
@@ -114,7 +132,7 @@ def run_workers(
 ) -> list[R]:
     """Each job's result, in order; ``parallel`` workers at a time."""
     results: dict[int, R] = {}
-    errors: list[str] = []
+    failed: list[_Failed] = []
     semaphore = threading.Semaphore(parallel)
     procs: list[subprocess.Popen] = []
     interrupted = threading.Event()
@@ -151,7 +169,8 @@ def run_workers(
                     if line.startswith("progress "):
                         bar.update(int(line.split()[1]))
             if proc.returncode != 0 and not interrupted.is_set():
-                errors.append(_failure(job.variant, proc.returncode, log))
+                why = how_it_ended(proc.returncode, log.read_text(errors="replace"))
+                failed.append(_Failed(index, job.variant, why, log))
                 return
             log.unlink()
             if not interrupted.is_set():
@@ -173,6 +192,6 @@ def run_workers(
         for done in finished:
             done.wait()
         raise
-    if errors:
-        raise GdnParityError("; ".join(errors))
+    if failed:
+        raise GdnParityError(_failures(failed))
     return [results[i] for i in range(len(jobs))]
