@@ -18,7 +18,7 @@ from gdn_parity.queue.cache import cache_dir
 def log_path(what: str) -> Path:
     """A new, empty log file ``logs/<time>-<what>-<unique>.log`` in the cache."""
     directory = cache_dir() / "logs"
-    directory.mkdir(exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
     prefix = f"{time.strftime('%Y%m%d-%H%M%S')}-{what}-"
     handle, name = tempfile.mkstemp(prefix=prefix, suffix=".log", dir=directory)
     with open(handle, "w"):

@@ -307,6 +307,21 @@ def test_checkout_apply_makes_one_commit_per_patch(checkout, changes, series):
         CheckoutTarget(checkout, series).apply(changes)
 
 
+def test_checkout_with_an_uncommitted_edit_is_modified(checkout, changes, series):
+    """Regression (new-user check): status read only HEAD, so an edit not yet committed
+    to a file the series touches left the checkout ``unpatched``."""
+    touched = next(c.path for c in changes if c.before is not None)
+    with open(checkout / touched, "ab") as f:
+        f.write(b"# a local edit\n")
+    status = CheckoutTarget(checkout, series).status(changes)
+    assert status.state is State.MODIFIED
+    assert status.details == [f"{touched}: has uncommitted changes"]
+    before = _checkout_state(checkout)
+    with pytest.raises(GdnParityError, match="uncommitted changes"):
+        CheckoutTarget(checkout, series).apply(changes)
+    assert _checkout_state(checkout) == before
+
+
 def test_checkout_with_part_of_the_series_names_its_files(checkout, changes, series):
     _run(checkout, "am", "--quiet", "--keep-non-patch", str(series.patch_paths()[0]))
     first = set(git_out(checkout, "show", "--format=", "--name-only", "HEAD").splitlines())

@@ -333,6 +333,39 @@ def test_smoke_refuses_a_directory_that_is_not_a_tree(tmp_path, run_cli):
     assert list(tmp_path.iterdir()) == [empty] and list(empty.iterdir()) == []
 
 
+def test_smoke_on_a_directory_tree_would_refuse_suggests_a_new_one(tmp_path, run_cli):
+    """Before: a non-empty directory or a file was told `gdn-parity tree DIR`, which refuses
+    both."""
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "notes.txt").write_text("keep me\n")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep me\n")
+    for where in (full, a_file):
+        assert_refused(
+            run_cli("smoke", str(where)),
+            f"{where} is not a tree: make one with `gdn-parity tree NEWDIR`, or leave DIR out",
+        )
+    assert _files(tmp_path) == {"a-file": b"keep me\n", "full/notes.txt": b"keep me\n"}
+
+
+def test_a_refused_verb_leaves_no_cache_behind(tmp_path, run_cli):
+    """Before: the cache directory (and its .lock) was made before the refusal."""
+    cache = tmp_path / "new" / "cache"
+    env = {k: v for k, v in os.environ.items() if k != "GDN_PARITY_TREE"}
+    env["GDN_PARITY_CACHE"] = str(cache)  # export's tree is then the cache's, not yet made
+    patches = tmp_path / "patches"  # a copy, so that nothing could write the real series
+    shutil.copytree(Path(__file__).resolve().parents[2] / "patches", patches)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep me\n")
+    before = _files(tmp_path)
+    proc = run_cli("--patches", str(patches), "export", env=env)
+    assert_refused(proc, f"{cache}/tree is not a git tree")
+    assert_refused(run_cli("tree", str(a_file), env=env), "is a file, not a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "patches"], "no cache"
+    assert _files(tmp_path) == before
+
+
 def test_export_refuses_a_directory_that_is_no_tree(tmp_path, run_cli):
     patches = tmp_path / "patches"
     root = Path(__file__).resolve().parents[2]

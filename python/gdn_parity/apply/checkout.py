@@ -47,14 +47,23 @@ class CheckoutTarget:
             raise GdnParityError(f"{self.path} has no python/sglang/: not an sglang checkout")
 
     def status(self, changes: list[FileChange]) -> Status:
-        """From the files at HEAD."""
+        """From the files at HEAD; ``modified`` where the work tree changes one of them."""
         self.check()
+        touched = [c.path for c in changes]
+        edited = git_out(self.path, "diff", "--name-only", "HEAD", "--", *touched).split()
         status = file_status(
             changes,
             lambda c: _blob_at_head(self.path, c.path),
             lambda c: c.path,
             "sglang's base nor the series",
         )
+        if edited:
+            return replace(
+                status,
+                state=State.MODIFIED,
+                details=[f"{path}: has uncommitted changes" for path in edited],
+                note="status and apply read the checkout's HEAD: commit or stash these first",
+            )
         if status.state is not State.MODIFIED or not status.holding[Holds.SERIES]:
             return status
         return replace(

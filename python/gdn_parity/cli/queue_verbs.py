@@ -54,8 +54,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_smoke(args: argparse.Namespace) -> int:
     series = series_of(args)
     if args.dir is not None and not is_git_repo(args.dir):
+        makeable = not args.dir.exists() or (args.dir.is_dir() and not any(args.dir.iterdir()))
+        where = args.dir if makeable else "NEWDIR"
         raise GdnParityError(
-            f"{args.dir} is not a tree: make one with `gdn-parity tree {args.dir}`, or leave "
+            f"{args.dir} is not a tree: make one with `gdn-parity tree {where}`, or leave "
             "DIR out to use the cache's tree"
         )
     if args.dir is not None and not made_by_gdn_parity(args.dir):

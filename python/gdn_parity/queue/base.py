@@ -36,7 +36,7 @@ def sha256_file(path: Path) -> str:
 def fetch_wheel(series: Series) -> Path:
     """The cached base wheel, downloaded with pip on first use; its sha256 is checked."""
     wheels = cache_dir() / "wheels"
-    wheels.mkdir(exist_ok=True)
+    wheels.mkdir(parents=True, exist_ok=True)
     wheel = wheels / series.wheel_name
     if not wheel.is_file():
         note(f"downloading {series.base} ({series.wheel_name}) into {wheels}, once")

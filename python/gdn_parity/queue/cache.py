@@ -18,14 +18,15 @@ def cache_dir() -> Path:
     path = Path(env).expanduser().absolute() if env else Path.home() / ".cache" / "gdn-parity"
     if path.exists() and not path.is_dir():
         raise GdnParityError(f"the cache {path} (GDN_PARITY_CACHE) is not a directory")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return path  # made by the first writer, so a refused command leaves no cache behind
 
 
 @contextlib.contextmanager
 def cache_lock() -> Iterator[None]:
     """Hold the cache's lock, so that processes that build the base or a tree in the cache
     at the same time (two demos started together) build it once, one after the other."""
-    with (cache_dir() / ".lock").open("a") as handle:
+    directory = cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / ".lock").open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield

@@ -93,13 +93,13 @@ def materialise_tree(series: Series, directory: Path | None = None) -> Path:
     """Make ``directory`` hold base + series; do nothing when it already does. One process
     at a time (the cache's lock): the base and the cache's trees are shared."""
     directory = (directory or default_tree_dir()).resolve()
+    if directory.exists() and not directory.is_dir():
+        raise GdnParityError(f"{directory} is a file, not a directory for the tree")
     with cache_lock():
         return _materialise(series, directory)
 
 
 def _materialise(series: Series, directory: Path) -> Path:
-    if directory.exists() and not directory.is_dir():
-        raise GdnParityError(f"{directory} is a file, not a directory for the tree")
     digest = series.digest()
     if is_git_repo(directory):
         head = git_out(directory, "rev-parse", "HEAD")
