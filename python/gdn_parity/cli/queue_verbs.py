@@ -11,6 +11,7 @@ from gdn_parity.queue.git import is_git_repo
 from gdn_parity.queue.series import load_series, packaged_patches_dir
 from gdn_parity.queue.tree import (
     default_tree_dir,
+    holds_nothing,
     made_by_gdn_parity,
     materialise_tree,
     record_tree,
@@ -54,8 +55,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_smoke(args: argparse.Namespace) -> int:
     series = series_of(args)
     if args.dir is not None and not is_git_repo(args.dir):
-        makeable = not args.dir.exists() or (args.dir.is_dir() and not any(args.dir.iterdir()))
-        where = args.dir if makeable else "NEWDIR"
+        where = args.dir if holds_nothing(args.dir) else "NEWDIR"
         raise GdnParityError(
             f"{args.dir} is not a tree: make one with `gdn-parity tree {where}`, or leave "
             "DIR out to use the cache's tree"

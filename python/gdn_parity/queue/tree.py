@@ -36,6 +36,11 @@ def made_by_gdn_parity(directory: Path) -> bool:
     return is_git_repo(directory) and _recorded(directory, DIGEST_KEY) != ""
 
 
+def holds_nothing(directory: Path) -> bool:
+    """True where a new tree can be made: ``directory`` is missing or an empty directory."""
+    return not directory.exists() or (directory.is_dir() and not any(directory.iterdir()))
+
+
 def _apply_series(repo: Path, series: Series) -> None:
     """``git am`` every patch on top of the base; name patch, file and hunk on failure."""
     committer = {"GIT_COMMITTER_DATE": FIXED_DATE}
@@ -122,7 +127,7 @@ def _materialise(series: Series, directory: Path) -> Path:
             )
         git(directory, "checkout", "--quiet", "--force", "-B", TREE_BRANCH, BASE_BRANCH)
     else:
-        if directory.exists() and any(directory.iterdir()):
+        if not holds_nothing(directory):
             raise GdnParityError(f"{directory} exists and is not a gdn-parity tree")
         made = _make_directory(directory)
         try:
