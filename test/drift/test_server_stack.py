@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from gdn_parity.debug.issue35150 import INPUT_IDS
+from gdn_parity.drift.attribute.components import COMPONENTS, STATES
 from gdn_parity.drift.model.stacks import StackSpec, build_stack, default_stack
 from gdn_parity.drift.run.modes import Mode, ModeKind
 
@@ -183,3 +184,39 @@ def test_stack_defaults_and_refusals():
     assert default_stack("cuda") == "server" and default_stack("cpu") == "rowwise"
     with pytest.raises(ValueError, match="--stack server"):
         build_stack(StackSpec("rowwise", "tiny", "cpu", max_len=8, deterministic=True))
+
+
+class _DtypeProbe:
+    """Records the dtype of every component output the server stack hands a probe in
+    decode and verify (the recorder's protocol: prefill is not recorded)."""
+
+    active = False
+    width = 0
+
+    def __init__(self) -> None:
+        self.dtypes: dict[str, set[torch.dtype]] = {}
+
+    def begin(self, phase: str, start: int, width: int) -> None:
+        self.active, self.width = phase != "prefill", width
+
+    def tap(self, layer: int, component: str, rows) -> None:
+        for row in rows if isinstance(rows, list) else [rows]:
+            self.dtypes.setdefault(component, set()).add(row.dtype)
+
+
+def test_dtype_float16_runs_the_server_stack_in_float16(sglang_tree):
+    """--dtype float16: weights, every component's output (GEMMs, norms, attention, conv,
+    GDN) and the KV pool are fp16; the conv state stays bf16 (sglang's default)."""
+    from gdn_parity.drift.run import loops
+
+    model = build_stack(StackSpec("server", "tiny", "cpu", max_len=32, requests=2, dtype="float16"))
+    probe = _DtypeProbe()
+    model.attach_probe(probe)
+    start, first = loops.prefill(model, list(INPUT_IDS))
+    loops.run_base(model, start, first, len(INPUT_IDS), 2, lambda n: None, False, None)
+    model.attach_probe(None)
+    assert set(COMPONENTS) - set(STATES) == probe.dtypes.keys()
+    assert all(dtypes == {torch.float16} for dtypes in probe.dtypes.values()), probe.dtypes
+    assert model.attn.token_to_kv_pool.k_buffer[0].dtype == torch.float16
+    ssm, conv = model.gdn_state()
+    assert (ssm.dtype, conv.dtype) == (torch.bfloat16, torch.bfloat16)

@@ -25,6 +25,7 @@ from gdn_parity.errors import GdnParityError
 
 DEVICES = ("cpu", "cuda")
 SSM_DTYPES = ("bfloat16", "float16", "float32")
+ACTIVATION_DTYPES = ("bfloat16", "float16")
 DEMO_VARIANTS = ("0.5.23", "beta-aligned", "exact-parity")
 DEFAULT_BATCH = 5  # the server stack's: padded to 8 in a Base server's decode
 COST_VARIANTS = [v.name for v in VARIANTS if v.isolate is None]  # the server configurations
@@ -105,6 +106,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         batch=batch,
         attribute=args.attribute,
         stop_at_divergence=args.stop_at_divergence,
+        dtype=args.dtype,
     )
     report, holds = run_demo(series_of(args), plan)
     print(report, end="")
@@ -215,6 +217,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "1 when exact parity does not hold, 2 on bad input.",
     )
     _model_arguments(p)
+    p.add_argument(
+        "--dtype",
+        default="bfloat16",
+        choices=ACTIVATION_DTYPES,
+        help="dtype of the weights and activations, as sglang's --dtype (bfloat16); the conv "
+        "state stays bfloat16, as sglang's SGLANG_MAMBA_CONV_DTYPE default",
+    )
     p.add_argument(
         "--tokens", type=int_at_least(2), default=32, help="new tokens per mode (default 32)"
     )

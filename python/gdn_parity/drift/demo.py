@@ -45,6 +45,7 @@ class DemoPlan:
     batch: int = 1  # requests per batch (the server stack's; the row-wise stack serves one)
     attribute: bool = False  # record and compare every component (drift.attribute)
     stop_at_divergence: bool = False
+    dtype: str = "bfloat16"  # activations and weights (sglang's --dtype)
 
 
 def demo_jobs(series: Series, plan: DemoPlan, raw_dir: Path) -> list[Job]:
@@ -60,6 +61,7 @@ def demo_jobs(series: Series, plan: DemoPlan, raw_dir: Path) -> list[Job]:
             tokens=plan.tokens,
             modes=plan.modes,
             ssm_dtype=plan.ssm_dtype,
+            dtype=plan.dtype,
             attention=plan.attention,
             stack=plan.stack,
             deterministic=v.deterministic,
@@ -144,7 +146,7 @@ def _report(
     bases = {r.variant: r.base.sha256 for r in results}
     lines = [
         f"# gdn-parity demo: {plan.size} model on {plan.device}, {plan.tokens} tokens, "
-        f"{plan.ssm_dtype} SSM pool, "
+        f"{plan.dtype} activations, {plan.ssm_dtype} SSM pool, "
         + (
             f"server stack (batch of {plan.batch}, padded to "
             f"{padded_batch(plan.batch, 'decode')} in decode and "

@@ -62,7 +62,7 @@ class HybridModel:
         self.slot = 1  # the request's pool slot; slot 0 stays zero
         self.slots = torch.tensor([self.slot], dtype=torch.int32, device=device)
         self.pools = GDNPools(config, 1, ssm_dtype, conv_dtype, device)
-        self.cache = KVCache(config, max_len, DTYPE, device)
+        self.cache = KVCache(config, max_len, weights.embed.dtype, device)
         self.lm_head = weights.lm_head.float()
         if attention not in ATTENTION:
             raise ValueError(f"attention must be one of {ATTENTION}")
@@ -89,14 +89,16 @@ class HybridModel:
         *,
         max_len: int,
         ssm_dtype: str = "bfloat16",
+        dtype: torch.dtype = DTYPE,
         rid: str = "req-0",
         attention: str = "torch",
     ) -> HybridModel:
-        """The harness model of ``size`` (``SIZES``), its seeded weights, the importable kernels."""
+        """The harness model of ``size`` (``SIZES``), its seeded weights in ``dtype``, the
+        importable kernels."""
         config = SIZES[size]
         return cls(
             config,
-            make_weights(config, device),
+            make_weights(config, device, dtype),
             load_kernels(),
             device=device,
             max_len=max_len,

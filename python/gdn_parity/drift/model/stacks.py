@@ -31,6 +31,7 @@ class StackSpec:
     device: str
     max_len: int
     ssm_dtype: str = "bfloat16"
+    dtype: str = "bfloat16"  # activations and weights: sglang's --dtype
     attention: str = "torch"  # the row-wise stack's full attention
     deterministic: bool = False  # the server stack's --enable-deterministic-inference
     exact_parity: bool = False  # the server stack's --gdn-verify-exact-parity
@@ -59,6 +60,7 @@ def build_stack(
             spec.device,
             max_len=spec.max_len,
             ssm_dtype=spec.ssm_dtype,
+            dtype=getattr(torch, spec.dtype),
             rid=rid,
             attention=spec.attention,
         )
@@ -76,7 +78,7 @@ def build_stack(
     )
     return ServerModel(
         config,
-        weights or make_weights(config, spec.device),
+        weights or make_weights(config, spec.device, getattr(torch, spec.dtype)),
         kernels,
         numerics,
         device=spec.device,

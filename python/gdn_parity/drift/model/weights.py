@@ -1,4 +1,5 @@
-"""Seeded random weights for the harness's model (bf16, as served; A_log in fp32).
+"""Seeded random weights for the harness's model (in the served dtype, bf16 by default;
+A_log in fp32).
 
 The GDN decay is made slow (``A_log`` small, ``dt_bias`` negative), so the
 recurrent state keeps a long memory, as the long-context heads of a trained
@@ -59,20 +60,22 @@ class ModelWeights:
 
 
 class _Init:
-    """Draws every tensor from one seeded CPU generator, then moves it to ``device``."""
+    """Draws every tensor from one seeded CPU generator, then moves it to ``device`` in
+    ``dtype`` (the same draws in every dtype)."""
 
-    def __init__(self, seed: int, device: str):
+    def __init__(self, seed: int, device: str, dtype: torch.dtype):
         self.gen = torch.Generator().manual_seed(seed)
         self.device = device
+        self.dtype = dtype
 
-    def normal(self, *shape: int, std: float, dtype: torch.dtype = DTYPE) -> torch.Tensor:
-        return (torch.randn(*shape, generator=self.gen) * std).to(dtype).to(self.device)
+    def normal(self, *shape: int, std: float) -> torch.Tensor:
+        return (torch.randn(*shape, generator=self.gen) * std).to(self.dtype).to(self.device)
 
     def uniform(self, n: int, low: float, high: float) -> torch.Tensor:
         return torch.rand(n, generator=self.gen) * (high - low) + low
 
     def ones(self, n: int) -> torch.Tensor:
-        return torch.ones(n, dtype=DTYPE, device=self.device)
+        return torch.ones(n, dtype=self.dtype, device=self.device)
 
     def linear(self, out: int, fan_in: int, scale: float = 1.0) -> torch.Tensor:
         return self.normal(out, fan_in, std=scale / math.sqrt(fan_in))
@@ -87,7 +90,7 @@ def _gdn(c: ModelConfig, init: _Init, residual_scale: float) -> GDNWeights:
         a=init.linear(hv, c.hidden),
         conv=init.normal(c.qkv_dim, c.conv_width, std=1 / math.sqrt(c.conv_width)),
         A_log=torch.log(init.uniform(hv, 0.02, 0.5)).to(init.device),
-        dt_bias=torch.full((hv,), -2.0, dtype=DTYPE, device=init.device),
+        dt_bias=torch.full((hv,), -2.0, dtype=init.dtype, device=init.device),
         norm=init.ones(c.gdn_head_dim),
         out=init.linear(c.hidden, c.gdn_v_dim, residual_scale),
     )
@@ -106,8 +109,9 @@ def _attention(c: ModelConfig, init: _Init, residual_scale: float) -> AttentionW
     )
 
 
-def make_weights(config: ModelConfig, device: str) -> ModelWeights:
-    init = _Init(config.seed, device)
+def make_weights(config: ModelConfig, device: str, dtype: torch.dtype = DTYPE) -> ModelWeights:
+    """The seeded weights of ``config`` in ``dtype`` (sglang's ``--dtype``; A_log in fp32)."""
+    init = _Init(config.seed, device, dtype)
     residual_scale = 1 / math.sqrt(2 * config.layers)
     layers = []
     for layer in range(config.layers):

@@ -39,6 +39,7 @@ class Job:
     tokens: int
     modes: list[Mode]
     ssm_dtype: str = "bfloat16"
+    dtype: str = "bfloat16"  # activations and weights (sglang's --dtype)
     attention: str = "torch"
     stack: str = "rowwise"  # or "server" (drift.model.stacks)
     deterministic: bool = False
@@ -109,6 +110,7 @@ def run_job(job: Job, progress: Progress) -> VariantResult:
             device=job.device,
             max_len=len(job.prompt) + job.tokens + max([m.gamma for m in job.modes] + [0]) + 1,
             ssm_dtype=job.ssm_dtype,
+            dtype=job.dtype,
             attention=job.attention,
             deterministic=job.deterministic,
             exact_parity=job.exact_parity,

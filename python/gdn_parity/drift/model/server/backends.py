@@ -59,9 +59,11 @@ def triton_attention_backend(
     req_rows: int,
     context: int,
     num_tokens_per_req: int,
+    dtype: torch.dtype,
     device: str,
 ):
-    """The target model's TritonAttnBackend, with its pool and ``req_to_token`` table.
+    """The target model's TritonAttnBackend, with its KV pool (in ``dtype``, the model's) and
+    ``req_to_token`` table.
 
     ``verify_as_decode`` (patch 0006) is on where ``__init__`` turns it on:
     deterministic inference (``numerics.deterministic_attention``) on a
@@ -77,7 +79,7 @@ def triton_attention_backend(
     pool = MHATokenToKVPool(
         size=kv_slots,
         page_size=1,
-        dtype=torch.bfloat16,
+        dtype=dtype,
         head_num=c.attn_kv_heads,
         head_dim=c.attn_head_dim,
         layer_num=layers,

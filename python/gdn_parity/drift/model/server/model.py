@@ -48,7 +48,7 @@ from gdn_parity.drift.model.kernels import SglangKernels
 from gdn_parity.drift.model.server import backends
 from gdn_parity.drift.model.server.numerics import ServerNumerics, enable_batch_invariant_gemms
 from gdn_parity.drift.model.server.padding import padded_batch
-from gdn_parity.drift.model.weights import DTYPE, AttentionWeights, ModelWeights
+from gdn_parity.drift.model.weights import AttentionWeights, ModelWeights
 
 if TYPE_CHECKING:
     from gdn_parity.drift.attribute.recorder import ComponentRecorder
@@ -166,7 +166,7 @@ class ServerModel:
             else:
                 m = lw.mixer
                 norm = RMSNormGated(c.gdn_head_dim, eps=c.rms_eps, norm_before_gate=True)
-                norm = norm.to(device=self.device, dtype=DTYPE)
+                norm = norm.to(device=self.device, dtype=w.embed.dtype)
                 norm.weight.data.copy_(m.norm)
                 self.layers.append(
                     SimpleNamespace(
@@ -202,6 +202,7 @@ class ServerModel:
             req_rows=self.capacity,
             context=self.max_len,
             num_tokens_per_req=draft_tokens,
+            dtype=self.w.embed.dtype,
             device=self.device,
         )
         # Request i's token t lives in KV slot 1 + i * max_len + t; slot 0 takes padded writes.
@@ -400,7 +401,7 @@ class ServerModel:
     def _finish(self, h: torch.Tensor) -> torch.Tensor:
         normed = self.rms_norm(h, self.w.final_norm, self.c.rms_eps)
         self._tap(self.c.layers, "final_norm", normed)
-        logits = self._linear(normed, self.w.lm_head)  # LogitsProcessor: bf16 lm_head
+        logits = self._linear(normed, self.w.lm_head)  # LogitsProcessor: lm_head in the model dtype
         self._tap(self.c.layers, "lm_head", logits)
         return logits.float()
 
