@@ -11,6 +11,9 @@
 #   contract   the claim's variants alone (0.5.23, exact-parity, deterministic-exact-parity),
 #           large, batch 4, bf16 and fp32 pools, TOKENS tokens (1000): the contract on
 #           another triton (TRITON=3.8)
+#   dtypes  the claim's variants where the contract runs had not gone: batch 1 and 8 (bf16),
+#           and fp16 activations (--dtype float16) with fp16, bf16 and fp32 SSM pools at
+#           batch 4; TOKENS tokens (1000); all five side by side
 #   rowwise the row-wise control (no sglang serving modules needed): torch attention and
 #           sglang's Triton attention kernels, three variants each, bf16 pool
 # The demos of consecutive groups run side by side (--jobs 5 each: the server stack is
@@ -54,6 +57,15 @@ for group in ${*:-smoke}; do
       demo contract-bf16 $DEMO_LIMIT "${LARGE[@]}" --tokens ${TOKENS:-1000} --batch 4 --variants $C
       demo contract-fp32 $DEMO_LIMIT "${LARGE[@]}" --tokens ${TOKENS:-1000} --ssm-dtype float32 \
         --batch 4 --variants $C ;;
+    dtypes)
+      C=0.5.23,exact-parity,deterministic-exact-parity
+      T=(--tokens ${TOKENS:-1000} --variants $C)
+      demo dtypes-bf16-batch1 $DEMO_LIMIT "${LARGE[@]}" "${T[@]}" --batch 1
+      demo dtypes-bf16-batch8 $DEMO_LIMIT "${LARGE[@]}" "${T[@]}" --batch 8
+      for pool in float16 bfloat16 float32; do
+        demo "dtypes-fp16-act-$pool-pool" $DEMO_LIMIT "${LARGE[@]}" "${T[@]}" --batch 4 \
+          --dtype float16 --ssm-dtype $pool
+      done ;;
     fp32)
       demo fp32-batch4 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 4 --variants $SERVER
       demo fp32-batch1 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 1 --variants $SERVER ;;
