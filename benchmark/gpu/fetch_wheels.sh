@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Run HERE (a machine with a package index), not on the GPU: fill the git-ignored .gpu/ with
+# what the device commands carry. .gpu/whl: the cp312 wheels the GPU image lacks (the demo's,
+# then what the server stack imports, docs/drift-stacks.md "On a GPU"); .gpu/: the sglang
+# 0.5.23 wheel (from gdn-parity's cache, downloaded there once); .gpu/c50/: the cp312 triton
+# 3.8 wheel, sha256-checked, split into 50 MB chunks to carry one per call (README.md).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mkdir -p .gpu/whl .gpu/c50
+cp312=(--only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64
+  --platform manylinux_2_27_x86_64 --platform manylinux2014_x86_64
+  --platform manylinux_2_17_x86_64 --platform any)
+pick=("${cp312[@]}" -d .gpu/whl)
+# The demo's, and the server stack's: without their dependencies, which the image has
+# (torch, numpy, pyyaml, tqdm) or which come next.
+python3 -m pip download -q --no-deps "${pick[@]}" msgspec orjson pybase64 starlette pydantic \
+  pydantic-core annotated-types typing-inspection typing-extensions pyzmq datasets dill \
+  multiprocess xxhash compressed-tensors
+# The server stack's serving modules, with their dependencies.
+python3 -m pip download -q "${pick[@]}" ipython apache-tvm-ffi gguf openai \
+  partial-json-parser uvicorn fastapi loguru opentelemetry-api truststore distro
+rm -f .gpu/whl/numpy-* .gpu/whl/pyyaml-* .gpu/whl/tqdm-*  # the image's own
+wheel=$(PYTHONPATH=python python3 -c "from gdn_parity.queue.base import fetch_wheel
+from gdn_parity.queue.series import load_series
+print(fetch_wheel(load_series()))")
+cp "$wheel" .gpu/
+python3 -m pip download -q --no-deps "${cp312[@]}" -d /tmp/gdn-parity-t38 triton==3.8.0
+t38=/tmp/gdn-parity-t38/triton-3.8.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl
+echo "e91ffa46d095b252248297292dd22bcbacd53a125a0c2eefbbbf74925a320bc3  $t38" | sha256sum -c -
+(cd .gpu/c50 && split -b 50M "$t38")
+du -sh .gpu/whl .gpu/*.whl .gpu/c50
