@@ -14,6 +14,8 @@
 #   dtypes  the claim's variants where the contract runs had not gone: batch 1 and 8 (bf16),
 #           and fp16 activations (--dtype float16) with fp16, bf16 and fp32 SSM pools at
 #           batch 4; TOKENS tokens (1000); all five side by side
+#   gemms   only-gemm (everything exact but sglang's default GEMMs: the cheap stack of the
+#           cost split) at batch 1, 4 and 8 (bf16) and 4 (fp16 activations), TOKENS tokens
 #   rowwise the row-wise control (no sglang serving modules needed): torch attention and
 #           sglang's Triton attention kernels, three variants each, bf16 pool
 # The demos of consecutive groups run side by side (--jobs 5 each: the server stack is
@@ -66,6 +68,13 @@ for group in ${*:-smoke}; do
         demo "dtypes-fp16-act-$pool-pool" $DEMO_LIMIT "${LARGE[@]}" "${T[@]}" --batch 4 \
           --dtype float16 --ssm-dtype $pool
       done ;;
+    gemms)
+      for b in 1 4 8; do
+        demo gemms-bf16-batch$b $DEMO_LIMIT "${LARGE[@]}" --tokens ${TOKENS:-1000} --batch $b \
+          --variants only-gemm
+      done
+      demo gemms-fp16-batch4 $DEMO_LIMIT "${LARGE[@]}" --tokens ${TOKENS:-1000} --batch 4 \
+        --dtype float16 --variants only-gemm ;;
     fp32)
       demo fp32-batch4 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 4 --variants $SERVER
       demo fp32-batch1 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 1 --variants $SERVER ;;
