@@ -571,6 +571,15 @@ def _fake_package(root: Path, version: str) -> Path:
     return package
 
 
+# _version.py files other than the wheel's: what each says (the version is read, not run).
+VERSION_FILES = {
+    "other-bare-version": '__version__ = "0.5.24"\n',
+    "no-version": "VERSION = '0.5.23'\n",
+    "computed-version": "__version__ = '0.5.23'\n__version__ = read_version()\n",
+    "not-python": "__version__ = '0.5.23\n",
+}
+
+
 @pytest.mark.parametrize("verb", ["status", "apply"])
 @pytest.mark.parametrize(
     "target,message",
@@ -579,6 +588,14 @@ def _fake_package(root: Path, version: str) -> Path:
         ("a-file", "is not a directory: name an sglang checkout or package"),
         ("empty-dir", "is not an installed sglang package (no _version.py)"),
         ("other-version", "is sglang 0.5.24; the series is for sglang 0.5.23"),
+        ("other-bare-version", "is sglang 0.5.24; the series is for sglang 0.5.23"),
+        ("no-version", "/_version.py assigns nothing to __version__ (sglang's says "),
+        (
+            "computed-version",
+            "/_version.py computes __version__ (its last assignment is not a "
+            "string literal), so its sglang version cannot be read without running it",
+        ),
+        ("not-python", "/_version.py is not Python source, so it names no sglang version: "),
         ("git-repo", "has no python/sglang/: not an sglang checkout"),
     ],
 )
@@ -592,6 +609,10 @@ def test_a_target_that_is_not_sglang_0523_is_refused(verb, target, message, tmp_
         path.mkdir()
     elif target == "other-version":
         path = _fake_package(root, "0.5.24")
+    elif target in VERSION_FILES:
+        path = root / "sglang"
+        path.mkdir()
+        (path / "_version.py").write_text(VERSION_FILES[target])
     elif target == "git-repo":
         path.mkdir()
         subprocess.run(["git", "init", "-q", str(path)], check=True)
