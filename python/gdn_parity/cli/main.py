@@ -24,6 +24,7 @@ from gdn_parity.cli import apply_verbs, debug_verbs, drift_verbs, queue_verbs
 from gdn_parity.cli.options import path
 from gdn_parity.errors import GdnParityError
 from gdn_parity.logs import keep_log
+from gdn_parity.notes import speak_for
 
 EXIT_ERROR = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE of sysexits.h: not 1, which is a verdict
@@ -245,6 +246,7 @@ def _run(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         prog = f"gdn-parity {args.command}"
+        speak_for(prog)
         return args.func(args)
     except UsageError as exc:
         print(exc, file=sys.stderr)
