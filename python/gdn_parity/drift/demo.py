@@ -46,6 +46,15 @@ class DemoPlan:
     attribute: bool = False  # record and compare every component (drift.attribute)
     stop_at_divergence: bool = False
 
+    def __post_init__(self) -> None:
+        """A plan the stack cannot run is refused when it is made, before any work."""
+        rowwise_deterministic = [v.name for v in self.variants if v.deterministic]
+        if self.stack == "rowwise" and rowwise_deterministic:
+            raise GdnParityError(
+                f"variants {rowwise_deterministic} enable deterministic inference, which only "
+                "the server stack runs: pass --stack server"
+            )
+
 
 def demo_jobs(series: Series, plan: DemoPlan, raw_dir: Path) -> list[Job]:
     """One worker job per variant of the plan (materialises the variants' trees)."""
@@ -109,12 +118,6 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
     """Run the plan; return the report and whether the stack's contract held in every mode
     (``CONTRACT_VARIANT``). None when the plan does not run that variant.
     """
-    rowwise_deterministic = [v.name for v in plan.variants if v.deterministic]
-    if plan.stack == "rowwise" and rowwise_deterministic:
-        raise GdnParityError(
-            f"variants {rowwise_deterministic} enable deterministic inference, which only the "
-            "server stack runs: pass --stack server"
-        )
     with tempfile.TemporaryDirectory() as raw_dir:
         results = _run_variants(series, plan, Path(raw_dir))
     plan.out_dir.mkdir(parents=True, exist_ok=True)  # only now: an interrupted demo leaves none
