@@ -153,6 +153,23 @@ def test_cli_site_packages_apply_status_revert(installed_site, tmp_path, run_cli
     assert snapshot(site) == before
 
 
+def test_cli_reads_a_bare_version_assignment(installed_site, tmp_path, run_cli):
+    """An install whose ``_version.py`` is only ``__version__ = "0.5.23"`` (not the
+    setuptools-scm file the wheel ships). Before: "cannot read the sglang version"."""
+    site = tmp_path / "site"
+    shutil.copytree(installed_site, site, symlinks=True)
+    package = site / "sglang"
+    (package / "_version.py").write_text('__version__ = "0.5.23"\n')
+    before = snapshot(site)
+    assert run_cli("status", str(package)).stdout == f"{package}: unpatched\n"
+    applied = run_cli("apply", str(package))
+    assert applied.returncode == 0, applied.stderr
+    assert run_cli("status", str(package)).stdout == f"{package}: patched\n"
+    reverted = run_cli("apply", "--revert", str(package))
+    assert reverted.returncode == 0, reverted.stderr
+    assert snapshot(site) == before
+
+
 def test_cli_refusal_names_just_the_one_modified_file(installed_site, changes, tmp_path, run_cli):
     site = tmp_path / "site"
     shutil.copytree(installed_site, site, symlinks=True)

@@ -35,6 +35,13 @@ REQUIRED = {
     "repro": ["--base-url", "http://h:1", "--spec-url", "http://h:1"],
 }
 DIGEST = {"sha256": "s", "dtype": "bfloat16", "shape": [1], "absmax": 1.0, "l2": 1.0}
+# Whether torch sees a CUDA device (the test bed has none: the refusals below are for that).
+CUDA = (
+    subprocess.run(
+        [sys.executable, "-c", "import torch, sys; sys.exit(torch.cuda.is_available())"]
+    ).returncode
+    != 0
+)
 
 
 def _record(pos: int, **extra) -> dict:
@@ -263,18 +270,59 @@ def test_demo_refuses_an_output_directory_it_cannot_write(option, tmp_path, run_
     assert _files(tmp_path) == {"a-file": b"keep me\n"}
 
 
-@pytest.mark.skipif(
-    subprocess.run(
-        [sys.executable, "-c", "import torch, sys; sys.exit(torch.cuda.is_available())"]
-    ).returncode
-    != 0,
-    reason="this machine has CUDA: the refusal is for machines without it",
-)
+@pytest.mark.skipif(CUDA, reason="this machine has CUDA: the refusal is for machines without it")
 @pytest.mark.parametrize("verb", ["demo", "harness-server"])
 def test_cuda_without_cuda_is_refused_at_start_up(verb, tmp_path, run_cli):
     proc = run_cli(verb, "--device", "cuda", *(["--out", str(tmp_path / "o")] * (verb == "demo")))
     assert_refused(proc, "--device cuda, but torch sees no CUDA device: run on CPU")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["demo", "--variants", "deterministic", "--out", "{out}"],
+         "variants ['deterministic'] enable deterministic inference, which only the server "
+         "stack runs: pass --stack server"),
+        (["--patches", "{tmp}/nowhere", "demo", "--out", "{out}"], "/nowhere has no series file"),
+        pytest.param(["demo", "--device", "cuda", "--out", "{out}"], "torch sees no CUDA device",
+                     marks=pytest.mark.skipif(CUDA, reason="the refusal is for machines without "
+                                              "CUDA")),
+        (["--patches", "{tmp}/nowhere", "harness-server", "--trace", "{out}"],
+         "/nowhere has no series file"),
+        (["harness-server", "--port", "{taken}", "--trace", "{out}"], "cannot listen on"),
+    ],
+)  # fmt: skip
+def test_a_refusal_does_not_make_the_output_directory_even_for_a_moment(args, message, tmp_path,
+                                                                        run_cli):  # fmt: skip
+    """Before: --out (or harness-server's --trace) was made and removed again before these
+    refusals, which the directory it sits in shows in its modification time."""
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    out = parent / "demo-out"
+    before = parent.stat().st_mtime_ns
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        values = {"out": out, "tmp": tmp_path, "taken": taken.getsockname()[1]}
+        assert_refused(run_cli(*[a.format(**values) for a in args]), message)
+    assert list(parent.iterdir()) == [] and parent.stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["demo", "--out", "{tmp}/a-file"], "--out {tmp}/a-file exists and is not a directory"),
+        (["harness-server", "--port", "{taken}"], "cannot listen on 127.0.0.1:{taken}"),
+    ],
+)
+def test_a_refusal_of_the_large_model_on_cpu_is_one_line(args, message, tmp_path, run_cli):
+    """The warning that the large model takes hours on CPU comes after the checks. Before: it
+    came first, so a refusal was two lines."""
+    (tmp_path / "a-file").write_text("keep me\n")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        values = {"tmp": tmp_path, "taken": taken.getsockname()[1]}
+        proc = run_cli(*[a.format(**values) for a in args], "--size", "large")
+        assert_refused(proc, message.format(**values))
+    assert _files(tmp_path) == {"a-file": b"keep me\n"}
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])  # the test bed has no CUDA device
@@ -571,6 +619,15 @@ def _fake_package(root: Path, version: str) -> Path:
     return package
 
 
+# _version.py files other than the wheel's: what each says (the version is read, not run).
+VERSION_FILES = {
+    "other-bare-version": '__version__ = "0.5.24"\n',
+    "no-version": "VERSION = '0.5.23'\n",
+    "computed-version": "__version__ = '0.5.23'\n__version__ = read_version()\n",
+    "not-python": "__version__ = '0.5.23\n",
+}
+
+
 @pytest.mark.parametrize("verb", ["status", "apply"])
 @pytest.mark.parametrize(
     "target,message",
@@ -579,6 +636,14 @@ def _fake_package(root: Path, version: str) -> Path:
         ("a-file", "is not a directory: name an sglang checkout or package"),
         ("empty-dir", "is not an installed sglang package (no _version.py)"),
         ("other-version", "is sglang 0.5.24; the series is for sglang 0.5.23"),
+        ("other-bare-version", "is sglang 0.5.24; the series is for sglang 0.5.23"),
+        ("no-version", "/_version.py assigns nothing to __version__ (sglang's says "),
+        (
+            "computed-version",
+            "/_version.py computes __version__ (its last assignment is not a "
+            "string literal), so its sglang version cannot be read without running it",
+        ),
+        ("not-python", "/_version.py is not Python source, so it names no sglang version: "),
         ("git-repo", "has no python/sglang/: not an sglang checkout"),
     ],
 )
@@ -592,6 +657,10 @@ def test_a_target_that_is_not_sglang_0523_is_refused(verb, target, message, tmp_
         path.mkdir()
     elif target == "other-version":
         path = _fake_package(root, "0.5.24")
+    elif target in VERSION_FILES:
+        path = root / "sglang"
+        path.mkdir()
+        (path / "_version.py").write_text(VERSION_FILES[target])
     elif target == "git-repo":
         path.mkdir()
         subprocess.run(["git", "init", "-q", str(path)], check=True)

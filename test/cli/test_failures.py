@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gdn_parity.queue.base import base_repo
-from helpers.cli import assert_failed_on_one_line, scratch_cache_in
+from helpers.cli import assert_failed_on_one_line, is_note, scratch_cache_in
 
 BROKEN_MODULE = "python/sglang/kernels/ops/attention/fla/fused_recurrent.py"
 MISSING = "gdn_parity_test_no_such_module"
@@ -175,3 +175,21 @@ def test_workers_that_crash_alike_are_named_together(broken_series, scratch, run
     logs = re.findall(r"(/\S+-worker-(\S+?)-\w+\.log)[,)]", line)
     assert [variant for _, variant in logs] == ["beta-aligned", "exact-parity"], line
     assert all(BROKEN_MODULE in Path(log).read_text() for log, _ in logs)
+
+
+@pytest.mark.needs_tree
+def test_an_exception_in_the_worker_pools_thread_is_one_line(scratch_cache, tmp_path, run_cli):
+    """The cache's logs/ is a file, so the thread that would start the worker cannot make
+    the worker's log. Before: threading's traceback of that thread on stderr, then an
+    internal error about a KeyError (the job without a result) in place of the cause."""
+    (scratch_cache / "logs").write_text("not a directory\n")
+    proc = run_cli(
+        "demo", "--variants", "exact-parity", "--tokens", "2", "--gammas", "1",
+        "--accept-rates", "0.5", "--out", str(tmp_path / "demo-out"),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    *notes, error = proc.stderr.splitlines()
+    assert all(is_note(line, "demo") for line in notes), proc.stderr
+    assert error == f"gdn-parity demo: error: {scratch_cache}/logs: File exists"
+    assert not (tmp_path / "demo-out").exists()

@@ -20,7 +20,7 @@ def test_a_new_tree_says_what_it_is_doing(series, tmp_path, run_cli):
     proc = run_cli("tree", str(tmp_path / "tree"))
     assert proc.returncode == 0, proc.stderr
     assert (
-        f"gdn-parity: applying {len(series.patches)} patch(es) in {tmp_path / 'tree'}"
+        f"gdn-parity tree: applying {len(series.patches)} patch(es) in {tmp_path / 'tree'}"
         in proc.stderr.splitlines()
     )
     again = run_cli("tree", str(tmp_path / "tree"))

@@ -11,12 +11,33 @@ from gdn_parity.cli.drift_verbs import DEMO_VARIANTS
 from gdn_parity.cli.main import build_parser
 from gdn_parity.drift.model.config import SIZES
 from gdn_parity.drift.run.variants import VARIANTS
+from helpers.cli import assert_refused
 
 
 def test_version(run_cli):
     proc = run_cli("--version")
     assert proc.returncode == 0
     assert proc.stdout == f"gdn-parity {__version__}\n"
+
+
+@pytest.mark.parametrize(
+    "args,extra",
+    [
+        (["--version", "junk"], "junk"),
+        (["--version", "status", "x"], "status x"),
+        (["--patches", "x", "--version"], "--patches x"),
+        (["--vers", "junk"], "junk"),
+    ],
+)
+def test_version_with_other_arguments_is_a_usage_error(args, extra, run_cli):
+    """Before: argparse's version action printed the version and exited 0, whatever followed."""
+    proc = run_cli(*args)
+    assert_refused(
+        proc,
+        f"gdn-parity: error: argument --version: takes no other arguments: {extra} "
+        "(see gdn-parity --help)",
+    )
+    assert proc.stdout == ""
 
 
 def test_the_top_level_says_what_the_tool_is_and_its_exit_codes(run_cli):

@@ -33,18 +33,24 @@ def sigint_as_a_terminal() -> None:
 
 def assert_failed_on_one_line(proc: subprocess.CompletedProcess, verb: str, fragment: str) -> Path:
     """A failure that is not bad input: exit status 2 (not 1, a verdict), no traceback, and
-    after the progress notes (``gdn-parity: ...``) exactly one line, the verb's error, which
-    says ``fragment`` and names the log file that holds the detail; that file's path."""
+    after the progress notes, which name the verb (``gdn-parity VERB: ...``), exactly one
+    line, the verb's error, which says ``fragment`` and names the log file that holds the
+    detail; that file's path."""
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
-    lines = proc.stderr.splitlines()
-    errors = [line for line in lines if not line.startswith("gdn-parity: ")]
-    assert errors == lines[-1:], proc.stderr
-    assert errors[0].startswith(f"gdn-parity {verb}: error: "), proc.stderr
-    assert fragment in errors[0], proc.stderr
-    logs = re.findall(r": (/\S+\.log)\)", errors[0])
-    assert len(logs) == 1, errors[0]
+    *notes, error = proc.stderr.splitlines()
+    assert all(is_note(line, verb) for line in notes), proc.stderr
+    assert error.startswith(f"gdn-parity {verb}: error: "), proc.stderr
+    assert fragment in error, proc.stderr
+    logs = re.findall(r": (/\S+\.log)\)", error)
+    assert len(logs) == 1, error
     return Path(logs[0])
+
+
+def is_note(line: str, verb: str) -> bool:
+    """``line`` is a progress note of ``verb``: it names the verb, and it is no error."""
+    prefix = f"gdn-parity {verb}: "
+    return line.startswith(prefix) and not line.startswith(f"{prefix}error: ")
 
 
 def scratch_cache_in(series: Series, directory: Path) -> Path:

@@ -7,10 +7,10 @@ manifest beside them records what was applied so revert restores the exact bytes
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
-import re
 import stat
 import subprocess
 from dataclasses import dataclass, replace
@@ -32,7 +32,6 @@ from gdn_parity.queue.changes import FileChange, sha256_bytes
 from gdn_parity.queue.series import Series
 
 MANIFEST = ".gdn-parity-applied.json"
-_VERSION_RE = re.compile(r"^__version__ = version = '([^']+)'$", re.MULTILINE)
 
 
 def site_packages_sglang() -> Path:
@@ -90,16 +89,46 @@ def python_sglang(python: Path) -> Path:
 
 
 def package_version(target: Path) -> str:
+    """The string that ``_version.py`` assigns to ``__version__``, read without running it.
+
+    Any spelling of the assignment: setuptools-scm's ``__version__ = version = '0.5.23'``
+    (what the wheel ships), a bare ``__version__ = "0.5.23"``, an annotated one; the
+    last one wins, as when Python runs the file.
+    """
     path = target / "_version.py"
     if not path.is_file():
         raise GdnParityError(
             f"{target} is not an installed sglang package (no _version.py); "
             "for a git checkout, name its top directory"
         )
-    match = _VERSION_RE.search(path.read_text())
-    if not match:
-        raise GdnParityError(f"cannot read the sglang version from {path}")
-    return match.group(1)
+    try:
+        module = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError) as exc:  # ValueError: a null byte
+        raise GdnParityError(
+            f"{path} is not Python source, so it names no sglang version: {exc}"
+        ) from exc
+    assigned, found = False, None
+    for statement in module.body:
+        if isinstance(statement, ast.Assign):
+            targets, value = statement.targets, statement.value
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            targets, value = [statement.target], statement.value
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == "__version__" for t in targets):
+            literal = isinstance(value, ast.Constant) and isinstance(value.value, str)
+            assigned, found = True, value.value if literal else None
+    if not assigned:
+        raise GdnParityError(
+            f"{path} assigns nothing to __version__ (sglang's says "
+            "__version__ = version = '0.5.23'), so it names no sglang version"
+        )
+    if found is None:
+        raise GdnParityError(
+            f"{path} computes __version__ (its last assignment is not a string literal), "
+            "so its sglang version cannot be read without running it"
+        )
+    return found
 
 
 def _check_writable(target: Path, changes: list[FileChange]) -> None:

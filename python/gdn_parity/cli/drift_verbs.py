@@ -44,8 +44,8 @@ def variant_list(text: str) -> list[Variant]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _check_device(verb: str, device: str, size: str) -> None:
-    """Refuse CUDA without a CUDA device; warn that the large model on CPU takes hours."""
+def _check_device(device: str) -> None:
+    """Refuse CUDA without a CUDA device."""
     if device == "cuda":
         import torch
 
@@ -53,7 +53,11 @@ def _check_device(verb: str, device: str, size: str) -> None:
             raise GdnParityError(
                 "--device cuda, but torch sees no CUDA device: run on CPU with --device cpu"
             )
-    elif size != "tiny":
+
+
+def _warn_about_size(verb: str, device: str, size: str) -> None:
+    """Warn that the large model on CPU takes hours (after the checks: a refusal is one line)."""
+    if device == "cpu" and size != "tiny":
         print(
             f"gdn-parity {verb}: warning: --size {size} on CPU runs every kernel under the Triton "
             "interpreter and takes hours; it is meant for --device cuda",
@@ -83,12 +87,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     stack = args.stack or default_stack(args.device)
     batch = _batch(args.batch, stack)
-    out_dir: Path = args.out
-    writable_dir(out_dir, "--out")
-    trace_dir: Path | None = args.trace
-    if trace_dir is not None:
-        writable_dir(trace_dir, "--trace")
-    _check_device(args.command, args.device, args.size)
+    _check_device(args.device)
+    series = series_of(args)
     plan = DemoPlan(
         variants=args.variants,
         size=args.size,
@@ -100,15 +100,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
         attention=args.attention,
         stack=stack,
         seed=args.seed,
-        out_dir=out_dir,
-        trace_dir=trace_dir,
+        out_dir=args.out,
+        trace_dir=args.trace,
         jobs=args.jobs or (3 if args.device == "cpu" else 1),
         batch=batch,
         attribute=args.attribute,
         stop_at_divergence=args.stop_at_divergence,
         dtype=args.dtype,
     )
-    report, holds = run_demo(series_of(args), plan)
+    # The last checks, as each makes its directory for a moment: a refusal changes nothing.
+    writable_dir(plan.out_dir, "--out")
+    if plan.trace_dir is not None:
+        writable_dir(plan.trace_dir, "--trace")
+    _warn_about_size(args.command, args.device, args.size)
+    report, holds = run_demo(series, plan)
     print(report, end="")
     print(f"wrote {plan.out_dir / 'demo.md'}, {plan.out_dir / 'drift.png'}")
     return 1 if holds is False else 0
@@ -131,8 +136,9 @@ def cmd_cost(args: argparse.Namespace) -> int:
         raise GdnParityError(refusal)
     if max(args.batch) > MAX_BATCH:
         raise GdnParityError(f"--batch sizes must be 1 to {MAX_BATCH}")
+    series = series_of(args)
     out_dir: Path = args.out
-    writable_dir(out_dir, "--out")
+    writable_dir(out_dir, "--out")  # the last check, as it makes the directory for a moment
     plan = CostPlan(
         variants=args.variants,
         size=args.size,
@@ -145,7 +151,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         graphs=not args.no_graphs,
         out_dir=out_dir,
     )
-    print(run_cost(series_of(args), plan), end="")
+    print(run_cost(series, plan), end="")
     print(f"wrote {out_dir / 'cost.md'}, {out_dir / 'cost.json'}")
     return 0
 
@@ -156,15 +162,17 @@ def cmd_harness_server(args: argparse.Namespace) -> int:
     from gdn_parity.drift.run.modes import Mode, ModeKind
     from gdn_parity.drift.run.variants import variant_tree
 
-    trace_dir: Path | None = args.trace
-    if trace_dir is not None:
-        writable_dir(trace_dir, "--trace")
-    _check_device(args.command, args.device, args.size)
+    _check_device(args.device)
+    series = series_of(args)
     variant = variant_named(args.variant)
     server = listen(args.host, args.port)
+    trace_dir: Path | None = args.trace
+    if trace_dir is not None:  # the last check, as it makes the directory for a moment
+        writable_dir(trace_dir, "--trace")
+    _warn_about_size(args.command, args.device, args.size)
     plan = ServerPlan(
         variant=variant,
-        tree=variant_tree(series_of(args), variant),
+        tree=variant_tree(series, variant),
         mode=Mode(ModeKind(args.mode), args.gamma if args.mode == "forced-reject" else 0),
         size=args.size,
         device=args.device,

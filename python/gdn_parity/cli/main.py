@@ -24,6 +24,7 @@ from gdn_parity.cli import apply_verbs, debug_verbs, drift_verbs, queue_verbs
 from gdn_parity.cli.options import path
 from gdn_parity.errors import GdnParityError
 from gdn_parity.logs import keep_log
+from gdn_parity.notes import speak_for
 
 EXIT_ERROR = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE of sysexits.h: not 1, which is a verdict
@@ -37,6 +38,23 @@ class UsageError(Exception):
 
 class UnknownArguments(UsageError):
     """Arguments no parser knows: the first thing to tell, before what is missing."""
+
+
+class _VersionAsked(Exception):
+    """``--version`` was parsed: the parser, which holds the whole command line, answers."""
+
+
+class _Version(argparse.Action):
+    """``--version``, alone on the command line. argparse's own action prints the version
+    and exits as soon as it is parsed, so ``gdn-parity --version junk`` succeeded."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(
+            option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, help=help
+        )
+
+    def __call__(self, *args: object, **kwargs: object) -> NoReturn:
+        raise _VersionAsked
 
 
 class Parser(argparse.ArgumentParser):
@@ -58,6 +76,17 @@ class Parser(argparse.ArgumentParser):
         if message:
             (file or sys.stderr).write(message)
 
+    def _version(self, args: list[str]) -> NoReturn:
+        """Print the version and exit; refuse a command line that holds anything else."""
+        if len(args) != 1:
+            others = list(args)  # less the option itself, as typed (argparse takes "--vers")
+            others.remove(next(a for a in args if len(a) > 2 and "--version".startswith(a)))
+            raise UsageError(
+                self._line(f"argument --version: takes no other arguments: {' '.join(others)}")
+            )
+        self._print_message(f"gdn-parity {__version__}\n", sys.stdout)
+        self.exit()
+
     def refuse_unknown(self, extras: list[str]) -> NoReturn:
         raise UnknownArguments(self._line(f"unrecognized arguments: {' '.join(extras)}"))
 
@@ -74,6 +103,8 @@ class Parser(argparse.ArgumentParser):
     ) -> tuple[argparse.Namespace, list[str]]:
         try:
             return super().parse_known_args(args, namespace)
+        except _VersionAsked:
+            self._version(sys.argv[1:] if args is None else list(args))
         except UnknownArguments:
             raise
         except UsageError as first:
@@ -134,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1].replace("\n", " "),
     )
-    parser.add_argument("--version", action="version", version=f"gdn-parity {__version__}")
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
     parser.add_argument(
         "--patches",
         type=path,
@@ -215,6 +246,7 @@ def _run(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         prog = f"gdn-parity {args.command}"
+        speak_for(prog)
         return args.func(args)
     except UsageError as exc:
         print(exc, file=sys.stderr)

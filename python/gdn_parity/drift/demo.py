@@ -16,7 +16,7 @@ from pathlib import Path
 from gdn_parity.drift.attribute.report import LEGEND as ATTRIBUTION_LEGEND
 from gdn_parity.drift.attribute.report import attribution_rows, attribution_table
 from gdn_parity.drift.model.server.padding import padded_batch
-from gdn_parity.drift.report import LEGEND, markdown_table, rows, verdict
+from gdn_parity.drift.report import LEGEND, Row, markdown_table, rows, verdict
 from gdn_parity.drift.run.modes import Mode
 from gdn_parity.drift.run.pool import Bar, run_workers
 from gdn_parity.drift.run.results import VariantResult
@@ -46,6 +46,15 @@ class DemoPlan:
     attribute: bool = False  # record and compare every component (drift.attribute)
     stop_at_divergence: bool = False
     dtype: str = "bfloat16"  # activations and weights (sglang's --dtype)
+
+    def __post_init__(self) -> None:
+        """A plan the stack cannot run is refused when it is made, before any work."""
+        rowwise_deterministic = [v.name for v in self.variants if v.deterministic]
+        if self.stack == "rowwise" and rowwise_deterministic:
+            raise GdnParityError(
+                f"variants {rowwise_deterministic} enable deterministic inference, which only "
+                "the server stack runs: pass --stack server"
+            )
 
 
 def demo_jobs(series: Series, plan: DemoPlan, raw_dir: Path) -> list[Job]:
@@ -111,12 +120,6 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
     """Run the plan; return the report and whether the stack's contract held in every mode
     (``CONTRACT_VARIANT``). None when the plan does not run that variant.
     """
-    rowwise_deterministic = [v.name for v in plan.variants if v.deterministic]
-    if plan.stack == "rowwise" and rowwise_deterministic:
-        raise GdnParityError(
-            f"variants {rowwise_deterministic} enable deterministic inference, which only the "
-            "server stack runs: pass --stack server"
-        )
     with tempfile.TemporaryDirectory() as raw_dir:
         results = _run_variants(series, plan, Path(raw_dir))
     plan.out_dir.mkdir(parents=True, exist_ok=True)  # only now: an interrupted demo leaves none
@@ -124,7 +127,7 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
     contract = CONTRACT_VARIANT[plan.stack]
     parity = [r for r in table if r.variant == contract and r.label != "base"]
     holds = all(r.bitwise for r in parity) if parity else None
-    report = _report(plan, results, markdown_table(table), verdict(table), holds)
+    report = _report(plan, results, markdown_table(table), verdict(table), parity)
     if plan.attribute:
         report += (
             "\n## Attribution\n\n"
@@ -140,25 +143,48 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
     return report, holds
 
 
-def _report(
-    plan: DemoPlan, results: list[VariantResult], table: str, summary: str, holds: bool | None
-) -> str:
-    bases = {r.variant: r.base.sha256 for r in results}
-    lines = [
-        f"# gdn-parity demo: {plan.size} model on {plan.device}, {plan.tokens} tokens, "
-        f"{plan.dtype} activations, {plan.ssm_dtype} SSM pool, "
-        + (
+def _scope(plan: DemoPlan) -> str:
+    """What the run covers, from its settings: the report's title, and its closing line's end."""
+    device = "CPU under the Triton interpreter" if plan.device == "cpu" else "CUDA"
+    if plan.stack == "server":
+        stack = (
             f"server stack (batch of {plan.batch}, padded to "
             f"{padded_batch(plan.batch, 'decode')} in decode and "
             f"{padded_batch(plan.batch, 'verify')} in verify; sglang's Triton attention backend)"
-            if plan.stack == "server"
-            else f"row-wise stack, {plan.attention} attention"
         )
-        + (
-            ", each mode stopped at its first token that diverges from Base's"
-            if plan.stop_at_divergence
-            else ""
-        ),
+    else:
+        stack = f"row-wise stack, {plan.attention} attention"
+    stopped = (
+        ", each mode stopped at its first token that diverges from Base's"
+        if plan.stop_at_divergence
+        else ""
+    )
+    return (
+        f"{plan.size} model on {device}, {plan.tokens} tokens, {plan.dtype} activations, "
+        f"{plan.ssm_dtype} SSM pool, {stack}{stopped}"
+    )
+
+
+def _closing_line(plan: DemoPlan, parity: list[Row]) -> str:
+    """The stack's claim, whether it held in the modes of the contract's variant, and what
+    the run covered: one line that says it all when it is quoted alone."""
+    broken = sum(1 for r in parity if not r.bitwise)
+    outcome = (
+        f"BROKEN in {broken} of {len(parity)} modes"
+        if broken
+        else "HOLDS, tokens and committed states are bitwise equal to Base in all "
+        f"{len(parity)} modes"
+    )
+    return f"{CONTRACT_CLAIM[plan.stack]}: {outcome}, for the {_scope(plan)}"
+
+
+def _report(
+    plan: DemoPlan, results: list[VariantResult], table: str, summary: str, parity: list[Row]
+) -> str:
+    """The report, closed by the contract's line when the run has the contract's variant."""
+    bases = {r.variant: r.base.sha256 for r in results}
+    lines = [
+        f"# gdn-parity demo: {_scope(plan)}",
         "",
         f"Verdict: {summary}",
         "",
@@ -171,18 +197,11 @@ def _report(
         "Base decode is the same in every variant: "
         + ("yes" if len(set(bases.values())) == 1 else f"NO ({bases})"),
     ]
-    if holds is not None:
-        lines.append(
-            f"{CONTRACT_CLAIM[plan.stack]}: "
-            + (
-                "HOLDS, tokens and committed states are bitwise equal to Base in every mode"
-                if holds
-                else "BROKEN in at least one mode"
-            )
-        )
     if plan.stack == "rowwise" and plan.attention != "torch":
         lines.append(
             f"(attention is {plan.attention}: decode and verify run different attention "
             "kernels, so exact GDN parity alone need not make the model lossless)"
         )
+    if parity:
+        lines.append(_closing_line(plan, parity))
     return "\n".join(lines) + "\n"

@@ -130,24 +130,38 @@ def run_workers(
     bar: Bar,
     result: type[R],
 ) -> list[R]:
-    """Each job's result, in order; ``parallel`` workers at a time."""
+    """Each job's result, in order; ``parallel`` workers at a time.
+
+    An exception in a job's thread (not a worker that fails: that is a ``GdnParityError``)
+    stops every worker and is raised here, in the caller's thread, where the CLI turns it
+    into its one line; left to the thread, threading printed its traceback on stderr.
+    """
     results: dict[int, R] = {}
     failed: list[_Failed] = []
+    raised: list[tuple[int, Exception]] = []
     semaphore = threading.Semaphore(parallel)
     procs: list[subprocess.Popen] = []
-    interrupted = threading.Event()
+    stopped = threading.Event()  # by Ctrl-C, or by an exception in a thread
 
     finished = [threading.Event() for _ in jobs]
+
+    def stop() -> None:
+        stopped.set()
+        for proc in procs:
+            proc.kill()
 
     def run(index: int, job: WorkerJob) -> None:
         try:
             work(index, job)
+        except Exception as exc:
+            raised.append((index, exc))
+            stop()
         finally:
             finished[index].set()
 
     def work(index: int, job: WorkerJob) -> None:
         with semaphore, tempfile.TemporaryDirectory() as tmp:
-            if interrupted.is_set():
+            if stopped.is_set():
                 return
             job_file = Path(tmp) / "job.json"
             job_file.write_text(job.to_json())
@@ -163,17 +177,17 @@ def run_workers(
                 ) as proc,  # on leaving: its stdout closed, and waited for
             ):
                 procs.append(proc)
-                if interrupted.is_set():  # started while the others were being stopped
+                if stopped.is_set():  # started while the others were being stopped
                     proc.kill()
                 for line in proc.stdout:
                     if line.startswith("progress "):
                         bar.update(int(line.split()[1]))
-            if proc.returncode != 0 and not interrupted.is_set():
+            if proc.returncode != 0 and not stopped.is_set():
                 why = how_it_ended(proc.returncode, log.read_text(errors="replace"))
                 failed.append(_Failed(index, job.variant, why, log))
                 return
             log.unlink()
-            if not interrupted.is_set():
+            if not stopped.is_set():
                 results[index] = result.from_json(Path(job.out).read_text())
 
     for i, j in enumerate(jobs):
@@ -186,12 +200,12 @@ def run_workers(
         for done in finished:
             done.wait()
     except BaseException:  # Ctrl-C: stop the workers, wait for their threads, propagate
-        interrupted.set()
-        for proc in procs:
-            proc.kill()
+        stop()
         for done in finished:
             done.wait()
         raise
+    if raised:
+        raise min(raised, key=lambda one: one[0])[1]
     if failed:
         raise GdnParityError(_failures(failed))
     return [results[i] for i in range(len(jobs))]
