@@ -77,14 +77,16 @@ def test_the_batch_and_the_attribution_reach_every_worker(series, tmp_path):
 @pytest.mark.needs_tree
 def test_on_the_server_stack_the_closing_line_judges_deterministic_exact_parity(tmp_path, run_cli):
     """The server stack's claim is token identity, which only deterministic inference with
-    the flag makes; the flag alone (exact-parity) is not what it judges."""
+    the flag makes; the flag alone (exact-parity) is not what it judges. With --attribute the
+    Attribution section comes before it: the closing line stays the report's last."""
     out = tmp_path / "out"
     proc = run_cli(
         "demo", "--stack", "server", "--batch", "2", "--tokens", "3", "--gammas", "1",
         "--accept-rates", "0.9", "--variants", "exact-parity,deterministic-exact-parity",
-        "--out", str(out), timeout=900,
+        "--attribute", "--out", str(out), timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "\n## Attribution\n" in proc.stdout
     closing = proc.stdout.strip().splitlines()[-2]
     assert closing.startswith("token identity with Base (deterministic-exact-parity: "), closing
     assert closing.endswith(

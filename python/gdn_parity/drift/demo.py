@@ -127,14 +127,15 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
     contract = CONTRACT_VARIANT[plan.stack]
     parity = [r for r in table if r.variant == contract and r.label != "base"]
     holds = all(r.bitwise for r in parity) if parity else None
-    report = _report(plan, results, markdown_table(table), verdict(table), parity)
-    if plan.attribute:
-        report += (
-            "\n## Attribution\n\n"
-            + attribution_table(attribution_rows(results))
-            + "\n"
-            + ATTRIBUTION_LEGEND
-        )
+    attribution = (
+        "## Attribution\n\n"
+        + attribution_table(attribution_rows(results))
+        + "\n"
+        + ATTRIBUTION_LEGEND
+        if plan.attribute
+        else None
+    )
+    report = _report(plan, results, markdown_table(table), verdict(table), parity, attribution)
     (plan.out_dir / "demo.md").write_text(report)
     (plan.out_dir / "demo.json").write_text(json.dumps([r.to_dict() for r in results], indent=1))
     from gdn_parity.drift.plot import write_figure
@@ -179,9 +180,15 @@ def _closing_line(plan: DemoPlan, parity: list[Row]) -> str:
 
 
 def _report(
-    plan: DemoPlan, results: list[VariantResult], table: str, summary: str, parity: list[Row]
+    plan: DemoPlan,
+    results: list[VariantResult],
+    table: str,
+    summary: str,
+    parity: list[Row],
+    attribution: str | None,
 ) -> str:
-    """The report, closed by the contract's line when the run has the contract's variant."""
+    """The report (with its Attribution section where recorded), closed by the contract's
+    line when the run has the contract's variant."""
     bases = {r.variant: r.base.sha256 for r in results}
     lines = [
         f"# gdn-parity demo: {_scope(plan)}",
@@ -202,6 +209,8 @@ def _report(
             f"(attention is {plan.attention}: decode and verify run different attention "
             "kernels, so exact GDN parity alone need not make the model lossless)"
         )
+    if attribution is not None:
+        lines += ["", attribution.rstrip("\n"), ""]
     if parity:
         lines.append(_closing_line(plan, parity))
     return "\n".join(lines) + "\n"
