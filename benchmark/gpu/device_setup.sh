@@ -6,6 +6,7 @@ export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHO
 export GDN_PARITY_CACHE=/tmp/gdn-parity-cache PYTHONWARNINGS=ignore
 # TRITON=3.8: the triton 3.8 wheel installed at /tmp/t38 (benchmark/README.md), first.
 if [ "${TRITON:-}" = 3.8 ]; then
+  [ -d /tmp/t38/triton ] || { echo "TRITON=3.8 but /tmp/t38 has no triton (a fresh machine?)" >&2; exit 1; }
   export PYTHONPATH=/tmp/t38:$PYTHONPATH TRITON_CACHE_DIR=/tmp/triton-cache-38
 fi
 mkdir -p "$GDN_PARITY_CACHE/wheels" "$1"

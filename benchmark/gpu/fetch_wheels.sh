@@ -11,15 +11,17 @@ cp312=(--only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_6
   --platform manylinux_2_27_x86_64 --platform manylinux2014_x86_64
   --platform manylinux_2_17_x86_64 --platform any)
 pick=("${cp312[@]}" -d .gpu/whl)
-# The demo's, and the server stack's: without their dependencies, which the image has
-# (torch, numpy, pyyaml, tqdm) or which come next.
-python3 -m pip download -q --no-deps "${pick[@]}" msgspec orjson pybase64 starlette pydantic \
-  pydantic-core annotated-types typing-inspection typing-extensions pyzmq datasets dill \
-  multiprocess xxhash compressed-tensors
-# The server stack's serving modules, with their dependencies.
-python3 -m pip download -q "${pick[@]}" ipython apache-tvm-ffi gguf openai \
-  partial-json-parser uvicorn fastapi loguru opentelemetry-api truststore distro
+# With their dependencies resolved together (pydantic pins its pydantic-core): the demo's,
+# then the server stack's serving modules.
+python3 -m pip download -q "${pick[@]}" msgspec orjson pybase64 starlette pydantic \
+  typing-extensions pyzmq ipython apache-tvm-ffi gguf openai partial-json-parser uvicorn \
+  fastapi loguru opentelemetry-api truststore distro
+# Without their dependencies, which are heavy and which the image has (torch, pyarrow, ...).
+python3 -m pip download -q --no-deps "${pick[@]}" datasets dill multiprocess xxhash \
+  compressed-tensors
+shopt -s nocaseglob
 rm -f .gpu/whl/numpy-* .gpu/whl/pyyaml-* .gpu/whl/tqdm-*  # the image's own
+shopt -u nocaseglob
 wheel=$(PYTHONPATH=python python3 -c "from gdn_parity.queue.base import fetch_wheel
 from gdn_parity.queue.series import load_series
 print(fetch_wheel(load_series()))")

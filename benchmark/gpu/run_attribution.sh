@@ -14,8 +14,8 @@
 #   dtypes  the claim's variants where the contract runs had not gone: batch 1 and 8 (bf16),
 #           and fp16 activations (--dtype float16) with fp16, bf16 and fp32 SSM pools at
 #           batch 4; TOKENS tokens (1000); all five side by side
-#   gemms   only-gemm (everything exact but sglang's default GEMMs: the cheap stack of the
-#           cost split) at batch 1, 4 and 8 (bf16) and 4 (fp16 activations), TOKENS tokens
+#   gemms   only-gemm (everything exact but batch-invariant mode: default GEMMs, the gated
+#           norm's row blocking from the row count; the cheap stack of the cost split) at batch 1, 4 and 8 (bf16) and 4 (fp16 activations), TOKENS tokens
 #   rowwise the row-wise control (no sglang serving modules needed): torch attention and
 #           sglang's Triton attention kernels, three variants each, bf16 pool
 # The demos of consecutive groups run side by side (--jobs 5 each: the server stack is

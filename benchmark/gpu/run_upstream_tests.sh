@@ -14,13 +14,14 @@ python3 - <<'PY' 2>&1 | tee "${TESTS_OUT:-$OUT}/upstream_tests.log" | tail -30
 import importlib.util, os, sys, unittest
 from pathlib import Path
 from gdn_parity.sandbox.sglang_tree import use_tree
+import torch, triton
+print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)
 tree = Path("/tmp/gdn-parity-gpu/series")
 # 0006's test builds TritonAttnBackend from the attention kit's model runner, whose
 # modules import sgl_kernel: stubbed where the image lacks it, as for the demo.
 use_tree(tree, "cuda")
 # TritonAttnBackend.__init__ asks sgl_kernel whether the GPU supports PDL; the stub
 # would raise. sgl_kernel.utils.is_arch_support_pdl answers compute capability >= 9.
-import torch
 import sgl_kernel.utils
 from gdn_parity.sandbox.sgl_kernel_stub import _StubModule
 if isinstance(sgl_kernel.utils, _StubModule):

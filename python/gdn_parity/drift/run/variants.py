@@ -47,7 +47,7 @@ ISOLATING = (
         "every source exact: batch-invariant GEMMs, deterministic attention (0006), "
         "decode's conv through causal_conv1d_update, the flag",
     ),
-    _isolating("gemm", "exact-stack but torch's default GEMMs"),
+    _isolating("gemm", "exact-stack but without batch-invariant mode: torch's default GEMMs"),
     _isolating("attention", "exact-stack but the Triton backend's default attention"),
     _isolating("conv", "exact-stack but decode's fused projection/conv kernel (CUDA)"),
     _isolating("gdn", "exact-stack but the default GDN verify kernel (flag off)"),
