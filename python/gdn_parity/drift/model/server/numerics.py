@@ -43,10 +43,12 @@ class ServerNumerics:
     def isolating(cls, source: str) -> ServerNumerics:
         """Every source exact but ``source`` ("none": all exact), which runs as by default.
 
-        Exact: batch-invariant GEMMs, deterministic attention (verify through the
+        Exact: batch-invariant mode (its GEMMs, the ops it overrides, the gated
+        norm's fixed row blocking), deterministic attention (verify through the
         decode kernel, 0006), decode's conv through ``causal_conv1d_update`` (the
-        kernel verify runs), the flag. Default: torch's GEMMs, the backend's
-        default kernels, the fused decode conv, the default verify kernel.
+        kernel verify runs), the flag. Default: torch's GEMMs and the norm's row
+        blocking by row count, the backend's default kernels, the fused decode conv,
+        the default verify kernel.
         """
         if source not in (*SOURCES, "none"):
             raise ValueError(f"no source {source!r}; choose from {SOURCES} or 'none'")
