@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from gdn_parity.drift.model.config import ModelConfig
 from gdn_parity.drift.model.server import backends
 from gdn_parity.drift.model.server.numerics import ServerNumerics
@@ -53,6 +55,7 @@ def make_backend(s: AttnShape, *, num_tokens_per_req: int, verify_as_decode: boo
         req_rows=s.req_rows,
         context=s.context,
         num_tokens_per_req=num_tokens_per_req,
+        dtype=torch.bfloat16,
         device="cpu",
     )
     backend.verify_as_decode = verify_as_decode
