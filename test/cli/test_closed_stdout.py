@@ -62,3 +62,34 @@ def test_smoke_into_a_closed_stdout_ends_quietly(unbuffered, series_tree):
     """The new user's case: ``gdn-parity smoke | head -1``."""
     proc = _run_into_a_closed_pipe(["smoke"], unbuffered)
     assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def _run_without(stream: str, args: list[str]) -> subprocess.CompletedProcess:
+    """The verb started with ``stream`` ("stdout" or "stderr") closed: ``gdn-parity ... >&-``."""
+    redirect = ">&-" if stream == "stdout" else "2>&-"
+    return subprocess.run(
+        ["bash", "-c", f'exec "$0" -m gdn_parity.cli "$@" {redirect}', sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.parametrize("args", [["--version"], ["demo", "--help"]])
+def test_a_verb_started_without_stdout_ends_as_into_a_closed_pipe(args):
+    """Before: Python's traceback (AttributeError: 'NoneType' object has no attribute
+    'flush') and 1, the verdict's status."""
+    proc = _run_without("stdout", args)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def test_a_refusal_without_stdout_is_still_its_one_line_and_2(tmp_path):
+    proc = _run_without("stdout", ["status", str(tmp_path / "missing")])
+    assert proc.returncode == 2
+    assert proc.stderr == f"gdn-parity status: error: {tmp_path / 'missing'} does not exist\n"
+
+
+def test_a_refusal_without_stderr_does_not_print_to_stdout(tmp_path):
+    """Before: with stderr closed, print(file=sys.stderr) printed the error to stdout."""
+    proc = _run_without("stderr", ["status", str(tmp_path / "missing")])
+    assert (proc.returncode, proc.stdout) == (2, "")

@@ -11,6 +11,8 @@ head in gdn-parity smoke | head -1).
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import os
 import sys
 import tempfile
@@ -229,7 +231,33 @@ def _stdout_closed() -> int:
     return EXIT_STDOUT_CLOSED
 
 
+class _ClosedStdout(io.TextIOWrapper):
+    """stdout when the process started without one (``gdn-parity ... >&-``): a write fails
+    as a write into a pipe whose reader has gone, so the verb ends as it does then (141)."""
+
+    def write(self, text: str) -> int:
+        if text:
+            raise BrokenPipeError(errno.EPIPE, "stdout is closed")
+        return 0
+
+
+def _open_missing_streams() -> None:
+    """Give a process started with stdout or stderr closed a stream there, on /dev/null.
+
+    Python sets such a stream to None. Left so, ``print(file=sys.stderr)`` would print to
+    stdout, a flush would raise AttributeError, and the next file the process opens would
+    take the free descriptor, so a child's output would land in that file. Without stdout,
+    output is cut short (141 once a verb writes to it); without stderr, errors go unseen.
+    """
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is None:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+            stream = io.FileIO(fd, "w", closefd=False)
+            setattr(sys, name, (_ClosedStdout if fd == 1 else io.TextIOWrapper)(stream))
+
+
 def main(argv: list[str] | None = None) -> int:
+    _open_missing_streams()
     try:
         try:
             status = _run(argv)
