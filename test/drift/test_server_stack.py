@@ -186,6 +186,19 @@ def test_stack_defaults_and_refusals():
         build_stack(StackSpec("rowwise", "tiny", "cpu", max_len=8, deterministic=True))
 
 
+@pytest.mark.parametrize("attention", ["torch", "sglang-triton"])
+def test_the_row_wise_stack_names_gdn_live_only_without_the_flag(sglang_tree, attention):
+    """The Attribution table's live sources (before: gdn in every row-wise run, the flag's too)."""
+
+    def live(flag: bool) -> list[str]:
+        spec = StackSpec("rowwise", "tiny", "cpu", max_len=8, attention=attention,
+                         exact_parity=flag)  # fmt: skip
+        return build_stack(spec).live_sources()
+
+    triton = ["attention"] if attention == "sglang-triton" else []
+    assert (live(False), live(True)) == (triton + ["gdn"], triton)
+
+
 class _DtypeProbe:
     """Records the dtype of every component output the server stack hands a probe in
     decode and verify (the recorder's protocol: prefill is not recorded)."""

@@ -51,6 +51,7 @@ class HybridModel:
         conv_dtype: torch.dtype = torch.bfloat16,
         rid: str = "req-0",
         attention: str = "torch",
+        exact_parity: bool = False,
     ):
         self.c = config
         self.w = weights
@@ -78,6 +79,8 @@ class HybridModel:
                     AttentionLayer(attn_index, lw.mixer, config, triton, layer_id=layer)
                 )
                 attn_index += 1
+        # The run's --gdn-verify-exact-parity: the loops pass it per call; kept for live_sources.
+        self.exact_parity = exact_parity
         self.trace: Any = None  # a GDNStateTrace while a traced run is in progress
         self.probe: ComponentRecorder | None = None
 
@@ -92,6 +95,7 @@ class HybridModel:
         dtype: torch.dtype = DTYPE,
         rid: str = "req-0",
         attention: str = "torch",
+        exact_parity: bool = False,
     ) -> HybridModel:
         """The harness model of ``size`` (``SIZES``), its seeded weights in ``dtype``, the
         importable kernels."""
@@ -105,6 +109,7 @@ class HybridModel:
             ssm_dtype=getattr(torch, ssm_dtype),
             rid=rid,
             attention=attention,
+            exact_parity=exact_parity,
         )
 
     def start_trace(self, path: str, name: str, flags: dict) -> None:
@@ -146,9 +151,11 @@ class HybridModel:
         """The sources of decode/verify difference this stack leaves to differ.
 
         GEMMs, norms and the conv run the same way for a verify row as for a decode
-        step here; attention does too unless it is sglang's Triton kernels.
+        step here; attention does too unless it is sglang's Triton kernels; the GDN
+        verify does under --gdn-verify-exact-parity.
         """
-        return (["attention"] if self.mixers[-1].triton is not None else []) + ["gdn"]
+        attention = ["attention"] if self.mixers[-1].triton is not None else []
+        return attention + ([] if self.exact_parity else ["gdn"])
 
     def attach_probe(self, probe: ComponentRecorder | None) -> None:
         """Record every row's component outputs into ``probe`` (None: stop recording).

@@ -34,7 +34,7 @@ class StackSpec:
     dtype: str = "bfloat16"  # activations and weights: sglang's --dtype
     attention: str = "torch"  # the row-wise stack's full attention
     deterministic: bool = False  # the server stack's --enable-deterministic-inference
-    exact_parity: bool = False  # the server stack's --gdn-verify-exact-parity
+    exact_parity: bool = False  # --gdn-verify-exact-parity (the row-wise stack: for live_sources)
     # The server stack's one source left as by default, the others exact ("none": all
     # exact; server.numerics.ServerNumerics.isolating); None: as the flags above set them.
     isolate: str | None = None
@@ -63,6 +63,7 @@ def build_stack(
             dtype=getattr(torch, spec.dtype),
             rid=rid,
             attention=spec.attention,
+            exact_parity=spec.exact_parity,
         )
     if spec.stack != "server":
         raise ValueError(f"stack must be one of {STACKS}")
