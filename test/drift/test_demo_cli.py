@@ -25,7 +25,7 @@ def test_the_demo_writes_its_table_figure_results_and_traces(series, tmp_path, r
         "modes, for the tiny model on CPU under the Triton interpreter, 5 tokens, bfloat16 "
         "activations, bfloat16 SSM pool, row-wise stack, torch attention"
     )
-    assert wrote == f"wrote {out / 'demo.md'}, {out / 'drift.png'}"
+    assert wrote == f"wrote {out / 'demo.md'}, {out / 'demo.json'}, {out / 'drift.png'}"
     assert (out / "demo.md").read_text().splitlines()[-1] == closing
     assert "Base decode is the same in every variant: yes" in proc.stdout
     table = [line for line in (out / "demo.md").read_text().splitlines() if line.startswith("| ")]
@@ -96,3 +96,22 @@ def test_on_the_server_stack_the_closing_line_judges_deterministic_exact_parity(
         "server stack (batch of 2, padded to 2 in decode and 2 in verify; sglang's Triton "
         "attention backend)"
     ), closing
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_a_run_without_the_contracts_variant_says_it_judged_nothing(tmp_path, run_cli):
+    """Before: the report ended at its table, the exit status was 0, and nothing said that
+    the claim had not been checked (as with the server stack's default variants)."""
+    proc = run_cli(
+        "demo", "--variants", "0.5.23", "--tokens", "2", "--gammas", "1", "--accept-rates",
+        "0.9", "--out", str(tmp_path / "out"), timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    closing = proc.stdout.strip().splitlines()[-2]
+    assert closing.startswith("exact parity of the GDN layers (exact-parity; "), closing
+    assert "): NOT JUDGED, this run has no exact-parity variant (add it to --variants), for " in (
+        closing
+    )
+    assert closing.endswith(", 2 tokens, bfloat16 activations, bfloat16 SSM pool, row-wise "
+                            "stack, torch attention"), closing  # fmt: skip

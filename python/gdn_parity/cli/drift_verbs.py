@@ -115,7 +115,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _warn_about_size(args.command, args.device, args.size)
     report, holds = run_demo(series, plan)
     print(report, end="")
-    print(f"wrote {plan.out_dir / 'demo.md'}, {plan.out_dir / 'drift.png'}")
+    out = plan.out_dir
+    print(f"wrote {out / 'demo.md'}, {out / 'demo.json'}, {out / 'drift.png'}")
     return 1 if holds is False else 0
 
 

@@ -188,7 +188,7 @@ def _report(
     attribution: str | None,
 ) -> str:
     """The report (with its Attribution section where recorded), closed by the contract's
-    line when the run has the contract's variant."""
+    line: whether it held, or that this run did not judge it."""
     bases = {r.variant: r.base.sha256 for r in results}
     lines = [
         f"# gdn-parity demo: {_scope(plan)}",
@@ -211,6 +211,14 @@ def _report(
         )
     if attribution is not None:
         lines += ["", attribution.rstrip("\n"), ""]
-    if parity:
-        lines.append(_closing_line(plan, parity))
+    lines.append(_closing_line(plan, parity) if parity else _not_judged_line(plan))
     return "\n".join(lines) + "\n"
+
+
+def _not_judged_line(plan: DemoPlan) -> str:
+    """The closing line of a run without the contract's variant: nothing was claimed."""
+    variant = CONTRACT_VARIANT[plan.stack]
+    return (
+        f"{CONTRACT_CLAIM[plan.stack]}: NOT JUDGED, this run has no {variant} variant (add it "
+        f"to --variants), for the {_scope(plan)}"
+    )
