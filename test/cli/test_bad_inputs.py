@@ -701,3 +701,17 @@ def test_two_targets_at_once_are_refused(verb, tmp_path, run_cli):
     proc = run_cli(verb)
     assert_refused(proc, "one of the arguments target --python --site-packages is required")
     assert proc.stderr.endswith(f"(see gdn-parity {verb} --help)\n")
+
+
+def test_tree_leaves_a_git_repository_without_commits_alone(tmp_path, run_cli):
+    """Before: git's own text, "git rev-parse HEAD failed ... ambiguous argument 'HEAD'"."""
+    repo = tmp_path / "new-project"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    before = _files(repo)
+    assert_refused(
+        run_cli("tree", str(repo)),
+        f"gdn-parity tree: error: {repo} is a git repository that gdn-parity did not make (it "
+        "is left alone): name a new or empty directory for the tree",
+    )
+    assert _files(repo) == before
