@@ -715,3 +715,34 @@ def test_tree_leaves_a_git_repository_without_commits_alone(tmp_path, run_cli):
         "is left alone): name a new or empty directory for the tree",
     )
     assert _files(repo) == before
+
+
+def _pinned_wrong(series, tmp_path: Path, old: str, new: str) -> tuple[Path, dict[str, str]]:
+    """A copy of the series whose pin ``old`` reads ``new``, and the environment of a cache
+    of the test's own that holds the pinned wheel (a link to the session cache's)."""
+    from gdn_parity.queue.base import fetch_wheel
+
+    patches = tmp_path / "patches"
+    shutil.copytree(series.directory, patches)
+    text = (patches / "series").read_text()
+    assert old in text
+    (patches / "series").write_text(text.replace(old, new, 1))
+    cache = tmp_path / "cache"
+    (cache / "wheels").mkdir(parents=True)
+    (cache / "wheels" / series.wheel_name).symlink_to(fetch_wheel(series))
+    return patches, {**os.environ, "GDN_PARITY_CACHE": str(cache)}
+
+
+def test_a_wheel_that_does_not_match_its_pin_names_both_causes(series, tmp_path, run_cli):
+    """Before: "... but the series pins X. Delete it and retry.", to a user whose series'
+    pin was what was wrong (deleting the wheel only downloads it again)."""
+    wrong = "f" * 64
+    patches, env = _pinned_wrong(series, tmp_path, series.wheel_sha256, wrong)
+    wheel = tmp_path / "cache" / "wheels" / series.wheel_name
+    assert_refused(
+        run_cli("--patches", str(patches), "tree", str(tmp_path / "tree"), env=env),
+        f"gdn-parity tree: error: {wheel} has sha256 {series.wheel_sha256}, but "
+        f"{patches}/series pins {wrong}: if the wheel is corrupt, delete it and retry; if the "
+        "series' base-wheel-sha256 is wrong, correct it",
+    )
+    assert not (tmp_path / "tree").exists()

@@ -21,7 +21,7 @@ from gdn_parity.logs import keep_log, last_line
 from gdn_parity.notes import note
 from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.git import FIXED_DATE, git, git_out, is_git_repo
-from gdn_parity.queue.series import Series
+from gdn_parity.queue.series import SERIES_FILE, Series
 
 BASE_BRANCH = "base"
 PACKAGE_PREFIX = "sglang/"
@@ -57,8 +57,9 @@ def fetch_wheel(series: Series) -> Path:
     actual = sha256_file(wheel)
     if actual != series.wheel_sha256:
         raise GdnParityError(
-            f"{wheel} has sha256 {actual}, but the series pins "
-            f"{series.wheel_sha256}. Delete it and retry."
+            f"{wheel} has sha256 {actual}, but {series.directory / SERIES_FILE} pins "
+            f"{series.wheel_sha256}: if the wheel is corrupt, delete it and retry; if the "
+            "series' base-wheel-sha256 is wrong, correct it"
         )
     return wheel
 
