@@ -1,7 +1,8 @@
 """Every verb refuses bad input with one line on stderr, exit status 2, and changes nothing.
 
 Exit status 1 is reserved for "diverged / parity broken", so no input error may use it.
-None of these needs a materialised tree: each check comes before any work.
+None of these needs the session's tree: each check comes before any work (a test whose
+refusal is of a tree to reuse makes one in a cache of its own).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from gdn_parity.cli.main import build_parser
-from helpers.cli import assert_refused, sigint_as_a_terminal
+from gdn_parity.queue.base import fetch_wheel
+from helpers.cli import assert_refused, is_note, scratch_cache_in, sigint_as_a_terminal
 
 HEADER = {"type": "header", "format": "sglang-gdn-state-trace", "version": 1}
 VERBS = sorted(
@@ -719,20 +721,21 @@ def test_tree_leaves_a_git_repository_without_commits_alone(tmp_path, run_cli):
 
 def _pinned_wrong(series, tmp_path: Path, old: str, new: str) -> tuple[Path, dict[str, str]]:
     """A copy of the series whose pin ``old`` reads ``new``, and the environment of a cache
-    of the test's own that holds the pinned wheel (a link to the session cache's)."""
-    from gdn_parity.queue.base import fetch_wheel
-
+    of the test's own (its tree is the cache's tree/) that holds the session cache's pinned
+    wheel and base (links)."""
     patches = tmp_path / "patches"
     shutil.copytree(series.directory, patches)
     text = (patches / "series").read_text()
     assert old in text
     (patches / "series").write_text(text.replace(old, new, 1))
-    cache = tmp_path / "cache"
-    (cache / "wheels").mkdir(parents=True)
+    cache = scratch_cache_in(series, tmp_path)
+    (cache / "wheels").mkdir()
     (cache / "wheels" / series.wheel_name).symlink_to(fetch_wheel(series))
-    return patches, {**os.environ, "GDN_PARITY_CACHE": str(cache)}
+    env = {k: v for k, v in os.environ.items() if k != "GDN_PARITY_TREE"}
+    return patches, {**env, "GDN_PARITY_CACHE": str(cache)}
 
 
+@pytest.mark.needs_tree
 def test_a_wheel_that_does_not_match_its_pin_names_both_causes(series, tmp_path, run_cli):
     """Before: "... but the series pins X. Delete it and retry.", to a user whose series'
     pin was what was wrong (deleting the wheel only downloads it again)."""
@@ -746,3 +749,28 @@ def test_a_wheel_that_does_not_match_its_pin_names_both_causes(series, tmp_path,
         "series' base-wheel-sha256 is wrong, correct it",
     )
     assert not (tmp_path / "tree").exists()
+
+
+@pytest.mark.needs_tree
+@pytest.mark.slow  # the base of version 0.5.99 is laid out, to be refused, twice
+@pytest.mark.parametrize("pin", ["version", "sha256"])
+def test_smoke_on_a_tree_it_reuses_refuses_a_series_whose_pins_are_wrong(
+    pin, series, tmp_path, run_cli
+):
+    """Before: smoke brought the cache's tree up to date on its own base, never checking
+    the pins, and exited 0, where `tree DIR` and `check` refused the same series."""
+    patches, env = _pinned_wrong(series, tmp_path, series.wheel_sha256, series.wheel_sha256)
+    made = run_cli("--patches", str(patches), "tree", env=env)  # the cache's tree, good pins
+    assert made.returncode == 0, made.stderr
+    old, new = {
+        "version": (f"sglang=={series.version}", "sglang==0.5.99"),
+        "sha256": (series.wheel_sha256, "f" * 64),
+    }[pin]
+    (patches / "series").write_text((patches / "series").read_text().replace(old, new, 1))
+    fragment = {"version": "but the series pins", "sha256": "if the wheel is corrupt"}[pin]
+    for verb in ("smoke", "tree"):
+        proc = run_cli("--patches", str(patches), verb, env=env)
+        assert proc.returncode == 2, (verb, proc.stdout, proc.stderr)
+        *notes, error = proc.stderr.splitlines()
+        assert all(is_note(line, verb) for line in notes), proc.stderr
+        assert error.startswith(f"gdn-parity {verb}: error: ") and fragment in error, error

@@ -126,6 +126,7 @@ def _materialise(series: Series, directory: Path) -> Path:
                 "run `gdn-parity export --tree DIR` to keep them, or remove "
                 "the directory to start again"
             )
+        base_repo(series)  # the series' pins hold, as for a new tree (else it refuses)
         git(directory, "checkout", "--quiet", "--force", "-B", TREE_BRANCH, BASE_BRANCH)
     else:
         if not holds_nothing(directory):
