@@ -774,3 +774,33 @@ def test_smoke_on_a_tree_it_reuses_refuses_a_series_whose_pins_are_wrong(
         *notes, error = proc.stderr.splitlines()
         assert all(is_note(line, verb) for line in notes), proc.stderr
         assert error.startswith(f"gdn-parity {verb}: error: ") and fragment in error, error
+
+
+@pytest.mark.needs_tree
+@pytest.mark.slow  # the base is laid out again once
+@pytest.mark.parametrize("damage", ["not-a-repository", "no-base-branch"])
+def test_a_damaged_base_in_the_cache_is_named_with_what_to_do(damage, series, tmp_path, run_cli):
+    """Before: "error: /tmp/.../base-uytz7pk_: Directory not empty", a temporary directory's
+    name and no advice (the base laid out anew could not replace the damaged one)."""
+    cache = tmp_path / "cache"
+    (cache / "wheels").mkdir(parents=True)
+    (cache / "wheels" / series.wheel_name).symlink_to(fetch_wheel(series))
+    base = cache / f"base-{series.version}-{series.wheel_sha256[:12]}"
+    (base / "python").mkdir(parents=True)
+    (base / "python" / "half-written.py").write_text("")
+    if damage == "no-base-branch":
+        subprocess.run(["git", "init", "-q", str(base)], check=True)
+    env = {**os.environ, "GDN_PARITY_CACHE": str(cache)}
+    before = _files(cache)
+    proc = run_cli("tree", str(tmp_path / "tree"), env=env)
+    if damage == "not-a-repository":
+        assert_refused(
+            proc,
+            f"gdn-parity tree: error: {base} is not a git repository holding the base (an "
+            "interrupted or damaged cache): delete it and retry, and gdn-parity lays the base "
+            "out again",
+        )
+        assert _files(cache) == {**before, ".lock": b""} and not (tmp_path / "tree").exists()
+    else:  # a repository whose base branch is not the pinned commit is laid out again
+        assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in cache.iterdir()) == sorted(["wheels", base.name, ".lock"])
