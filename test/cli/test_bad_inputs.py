@@ -383,6 +383,24 @@ def test_smoke_refuses_a_directory_that_is_not_a_tree(tmp_path, run_cli):
     assert list(tmp_path.iterdir()) == [empty] and list(empty.iterdir()) == []
 
 
+@pytest.mark.needs_tree
+@pytest.mark.slow  # a tree is made and its modules imported
+def test_smoke_suggests_a_tree_command_that_works_where_parents_are_missing(
+    scratch_cache, tmp_path, run_cli
+):
+    """`gdn-parity tree DIR`, as smoke suggests for a DIR whose parents are missing too,
+    makes them, and smoke then checks the tree."""
+    where = tmp_path / "missing" / "parents" / "tree"
+    proc = run_cli("smoke", str(where))
+    assert_refused(proc, f"make one with `gdn-parity tree {where}`")
+    made = run_cli("tree", str(where))
+    assert made.returncode == 0, made.stderr
+    proc = run_cli("smoke", str(where))
+    assert proc.returncode == 0 and f"patched modules import from {where}:" in proc.stdout, (
+        proc.stderr
+    )
+
+
 def test_smoke_on_a_directory_tree_would_refuse_suggests_a_new_one(tmp_path, run_cli):
     """Before: a non-empty directory or a file was told `gdn-parity tree DIR`, which refuses
     both."""
