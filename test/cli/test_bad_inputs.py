@@ -1,7 +1,8 @@
 """Every verb refuses bad input with one line on stderr, exit status 2, and changes nothing.
 
 Exit status 1 is reserved for "diverged / parity broken", so no input error may use it.
-None of these needs a materialised tree: each check comes before any work.
+None of these needs the session's tree: each check comes before any work (a test whose
+refusal is of a tree to reuse makes one in a cache of its own).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from gdn_parity.cli.main import build_parser
-from helpers.cli import assert_refused, sigint_as_a_terminal
+from gdn_parity.queue.base import fetch_wheel
+from helpers.cli import assert_refused, is_note, scratch_cache_in, sigint_as_a_terminal
 
 HEADER = {"type": "header", "format": "sglang-gdn-state-trace", "version": 1}
 VERBS = sorted(
@@ -381,6 +383,24 @@ def test_smoke_refuses_a_directory_that_is_not_a_tree(tmp_path, run_cli):
     assert list(tmp_path.iterdir()) == [empty] and list(empty.iterdir()) == []
 
 
+@pytest.mark.needs_tree
+@pytest.mark.slow  # a tree is made and its modules imported
+def test_smoke_suggests_a_tree_command_that_works_where_parents_are_missing(
+    scratch_cache, tmp_path, run_cli
+):
+    """`gdn-parity tree DIR`, as smoke suggests for a DIR whose parents are missing too,
+    makes them, and smoke then checks the tree."""
+    where = tmp_path / "missing" / "parents" / "tree"
+    proc = run_cli("smoke", str(where))
+    assert_refused(proc, f"make one with `gdn-parity tree {where}`")
+    made = run_cli("tree", str(where))
+    assert made.returncode == 0, made.stderr
+    proc = run_cli("smoke", str(where))
+    assert proc.returncode == 0 and f"patched modules import from {where}:" in proc.stdout, (
+        proc.stderr
+    )
+
+
 def test_smoke_on_a_directory_tree_would_refuse_suggests_a_new_one(tmp_path, run_cli):
     """Before: a non-empty directory or a file was told `gdn-parity tree DIR`, which refuses
     both."""
@@ -701,3 +721,104 @@ def test_two_targets_at_once_are_refused(verb, tmp_path, run_cli):
     proc = run_cli(verb)
     assert_refused(proc, "one of the arguments target --python --site-packages is required")
     assert proc.stderr.endswith(f"(see gdn-parity {verb} --help)\n")
+
+
+def test_tree_leaves_a_git_repository_without_commits_alone(tmp_path, run_cli):
+    """Before: git's own text, "git rev-parse HEAD failed ... ambiguous argument 'HEAD'"."""
+    repo = tmp_path / "new-project"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    before = _files(repo)
+    assert_refused(
+        run_cli("tree", str(repo)),
+        f"gdn-parity tree: error: {repo} is a git repository that gdn-parity did not make (it "
+        "is left alone): name a new or empty directory for the tree",
+    )
+    assert _files(repo) == before
+
+
+def _pinned_wrong(series, tmp_path: Path, old: str, new: str) -> tuple[Path, dict[str, str]]:
+    """A copy of the series whose pin ``old`` reads ``new``, and the environment of a cache
+    of the test's own (its tree is the cache's tree/) that holds the session cache's pinned
+    wheel and base (links)."""
+    patches = tmp_path / "patches"
+    shutil.copytree(series.directory, patches)
+    text = (patches / "series").read_text()
+    assert old in text
+    (patches / "series").write_text(text.replace(old, new, 1))
+    cache = scratch_cache_in(series, tmp_path)
+    (cache / "wheels").mkdir()
+    (cache / "wheels" / series.wheel_name).symlink_to(fetch_wheel(series))
+    env = {k: v for k, v in os.environ.items() if k != "GDN_PARITY_TREE"}
+    return patches, {**env, "GDN_PARITY_CACHE": str(cache)}
+
+
+@pytest.mark.needs_tree
+def test_a_wheel_that_does_not_match_its_pin_names_both_causes(series, tmp_path, run_cli):
+    """Before: "... but the series pins X. Delete it and retry.", to a user whose series'
+    pin was what was wrong (deleting the wheel only downloads it again)."""
+    wrong = "f" * 64
+    patches, env = _pinned_wrong(series, tmp_path, series.wheel_sha256, wrong)
+    wheel = tmp_path / "cache" / "wheels" / series.wheel_name
+    assert_refused(
+        run_cli("--patches", str(patches), "tree", str(tmp_path / "tree"), env=env),
+        f"gdn-parity tree: error: {wheel} has sha256 {series.wheel_sha256}, but "
+        f"{patches}/series pins {wrong}: if the wheel is corrupt, delete it and retry; if the "
+        "series' base-wheel-sha256 is wrong, correct it",
+    )
+    assert not (tmp_path / "tree").exists()
+
+
+@pytest.mark.needs_tree
+@pytest.mark.slow  # the base of version 0.5.99 is laid out, to be refused, twice
+@pytest.mark.parametrize("pin", ["version", "sha256"])
+def test_smoke_on_a_tree_it_reuses_refuses_a_series_whose_pins_are_wrong(
+    pin, series, tmp_path, run_cli
+):
+    """Before: smoke brought the cache's tree up to date on its own base, never checking
+    the pins, and exited 0, where `tree DIR` and `check` refused the same series."""
+    patches, env = _pinned_wrong(series, tmp_path, series.wheel_sha256, series.wheel_sha256)
+    made = run_cli("--patches", str(patches), "tree", env=env)  # the cache's tree, good pins
+    assert made.returncode == 0, made.stderr
+    old, new = {
+        "version": (f"sglang=={series.version}", "sglang==0.5.99"),
+        "sha256": (series.wheel_sha256, "f" * 64),
+    }[pin]
+    (patches / "series").write_text((patches / "series").read_text().replace(old, new, 1))
+    fragment = {"version": "but the series pins", "sha256": "if the wheel is corrupt"}[pin]
+    for verb in ("smoke", "tree"):
+        proc = run_cli("--patches", str(patches), verb, env=env)
+        assert proc.returncode == 2, (verb, proc.stdout, proc.stderr)
+        *notes, error = proc.stderr.splitlines()
+        assert all(is_note(line, verb) for line in notes), proc.stderr
+        assert error.startswith(f"gdn-parity {verb}: error: ") and fragment in error, error
+
+
+@pytest.mark.needs_tree
+@pytest.mark.slow  # the base is laid out again once
+@pytest.mark.parametrize("damage", ["not-a-repository", "no-base-branch"])
+def test_a_damaged_base_in_the_cache_is_named_with_what_to_do(damage, series, tmp_path, run_cli):
+    """Before: "error: /tmp/.../base-uytz7pk_: Directory not empty", a temporary directory's
+    name and no advice (the base laid out anew could not replace the damaged one)."""
+    cache = tmp_path / "cache"
+    (cache / "wheels").mkdir(parents=True)
+    (cache / "wheels" / series.wheel_name).symlink_to(fetch_wheel(series))
+    base = cache / f"base-{series.version}-{series.wheel_sha256[:12]}"
+    (base / "python").mkdir(parents=True)
+    (base / "python" / "half-written.py").write_text("")
+    if damage == "no-base-branch":
+        subprocess.run(["git", "init", "-q", str(base)], check=True)
+    env = {**os.environ, "GDN_PARITY_CACHE": str(cache)}
+    before = _files(cache)
+    proc = run_cli("tree", str(tmp_path / "tree"), env=env)
+    if damage == "not-a-repository":
+        assert_refused(
+            proc,
+            f"gdn-parity tree: error: {base} is not a git repository holding the base (an "
+            "interrupted or damaged cache): delete it and retry, and gdn-parity lays the base "
+            "out again",
+        )
+        assert _files(cache) == {**before, ".lock": b""} and not (tmp_path / "tree").exists()
+    else:  # a repository whose base branch is not the pinned commit is laid out again
+        assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in cache.iterdir()) == sorted(["wheels", base.name, ".lock"])

@@ -117,6 +117,24 @@ def test_a_failed_download_is_one_line(series, tmp_path, run_cli):
     assert not (tmp_path / "tree").exists() and list(wheel.parent.iterdir()) == []
 
 
+def test_an_empty_gdn_parity_cache_means_the_default_cache(series, tmp_path, run_cli):
+    """``GDN_PARITY_CACHE=`` (set, but empty) is unset, as the README says: the cache is
+    ``~/.cache/gdn-parity``, where the wheel is looked for and the log is kept."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(
+        {"GDN_PARITY_CACHE": "", "HOME": str(tmp_path / "home"), "PIP_CONFIG_FILE": os.devnull,
+         "PIP_NO_INDEX": "1"}
+    )  # fmt: skip
+    proc = run_cli("tree", str(tmp_path / "tree"), env=env, cwd=tmp_path)
+    cache = tmp_path / "home" / ".cache" / "gdn-parity"
+    log = assert_failed_on_one_line(proc, "tree", f"could not download {series.base}")
+    assert log.parent == cache / "logs"
+    assert proc.stderr.endswith(
+        f"; place the wheel at {cache}/wheels/{series.wheel_name} to work offline\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+
+
 def test_a_patched_sglang_that_does_not_import_fails_smoke_on_one_line(broken_series, scratch,
                                                                        run_cli):  # fmt: skip
     """Before: the import's traceback under the error."""

@@ -21,7 +21,7 @@ from gdn_parity.logs import keep_log, last_line
 from gdn_parity.notes import note
 from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.git import FIXED_DATE, git, git_out, is_git_repo
-from gdn_parity.queue.series import Series
+from gdn_parity.queue.series import SERIES_FILE, Series
 
 BASE_BRANCH = "base"
 PACKAGE_PREFIX = "sglang/"
@@ -57,8 +57,9 @@ def fetch_wheel(series: Series) -> Path:
     actual = sha256_file(wheel)
     if actual != series.wheel_sha256:
         raise GdnParityError(
-            f"{wheel} has sha256 {actual}, but the series pins "
-            f"{series.wheel_sha256}. Delete it and retry."
+            f"{wheel} has sha256 {actual}, but {series.directory / SERIES_FILE} pins "
+            f"{series.wheel_sha256}: if the wheel is corrupt, delete it and retry; if the "
+            "series' base-wheel-sha256 is wrong, correct it"
         )
     return wheel
 
@@ -90,13 +91,24 @@ def _make_base_commit(repo: Path, series: Series) -> str:
     return git_out(repo, "rev-parse", "HEAD")
 
 
+def _branch_commit(repo: Path, branch: str) -> str:
+    """The commit ``branch`` of ``repo`` is at; '' when there is no such branch."""
+    proc = git(repo, "rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}", check=False)
+    return proc.stdout.decode().strip() if proc.returncode == 0 else ""
+
+
 def base_repo(series: Series) -> Path:
     """A cached git repo whose ``base`` branch is the pinned base commit."""
     root = cache_dir() / f"base-{series.version}-{series.wheel_sha256[:12]}"
     if is_git_repo(root):
-        if git_out(root, "rev-parse", BASE_BRANCH) == series.base_commit:
+        if _branch_commit(root, BASE_BRANCH) == series.base_commit:
             return root
         shutil.rmtree(root)
+    elif root.exists() or root.is_symlink():
+        raise GdnParityError(
+            f"{root} is not a git repository holding the base (an interrupted or damaged "
+            "cache): delete it and retry, and gdn-parity lays the base out again"
+        )
     wheel = fetch_wheel(series)
     note(f"laying out {wheel.name} as upstream's python/sglang/ in {root}, once")
     tmp = Path(tempfile.mkdtemp(prefix="base-", dir=cache_dir()))

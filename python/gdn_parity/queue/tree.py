@@ -107,6 +107,12 @@ def materialise_tree(series: Series, directory: Path | None = None) -> Path:
 def _materialise(series: Series, directory: Path) -> Path:
     digest = series.digest()
     if is_git_repo(directory):
+        # First: another repository may have no commit, and so no HEAD to read.
+        if not made_by_gdn_parity(directory):
+            raise GdnParityError(
+                f"{directory} is a git repository that gdn-parity did not make (it is left "
+                "alone): name a new or empty directory for the tree"
+            )
         head = git_out(directory, "rev-parse", "HEAD")
         if (
             _recorded(directory, DIGEST_KEY) == digest
@@ -114,17 +120,13 @@ def _materialise(series: Series, directory: Path) -> Path:
             and is_clean(directory)
         ):
             return directory
-        if not made_by_gdn_parity(directory):
-            raise GdnParityError(
-                f"{directory} is a git repository that gdn-parity did not make (it is left "
-                "alone): name a new or empty directory for the tree"
-            )
         if not is_clean(directory) or _recorded(directory, HEAD_KEY) != head:
             raise GdnParityError(
                 f"{directory} has commits or changes that are not in patches/: "
                 "run `gdn-parity export --tree DIR` to keep them, or remove "
                 "the directory to start again"
             )
+        base_repo(series)  # the series' pins hold, as for a new tree (else it refuses)
         git(directory, "checkout", "--quiet", "--force", "-B", TREE_BRANCH, BASE_BRANCH)
     else:
         if not holds_nothing(directory):
