@@ -1,0 +1,179 @@
+"""Issue #24: patch 0008's few-rows GEMM, from a patched tree, against cuBLAS and the
+persistent kernel.
+
+``--sweep``: time the tree's ``matmul_kernel_few_rows`` with candidate tiles (and what
+``_few_rows_tile`` picks) at every shape of ``gemm_study.SHAPES`` and M up to 256, and
+check each tile's bits against the persistent kernel at M = 1, 13, 64, 100, 256.
+``--table``: the issue's GEMM table: per shape and M in 1, 4, 16, 64, 256, the time of
+batch-invariant mode's GEMM as the tree dispatches it (``_matmul_persistent_triton``),
+of cuBLAS and of the persistent kernel alone, with the floor (weight, activation and
+output bytes over the copy bandwidth measured in the same run).
+
+Timing as in ``gemm_study``: CUDA-graph replays, each call on its own copy of the weight
+(cold), median and p10-p90.
+
+Usage: python gemm_tiles.py --tree TREE --out DIR (--sweep | --table)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gemm_study import SHAPES, bits, time_kernel  # noqa: E402
+
+from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
+
+# (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages), by the rows they serve
+SMALL = [(16, 64, 128, 2, 4), (16, 32, 256, 2, 4), (16, 16, 256, 2, 6), (16, 64, 256, 2, 4)]
+MID = [(32, 64, 128, 2, 4), (32, 64, 256, 4, 4), (32, 32, 256, 2, 4), (32, 128, 128, 4, 4)]
+WIDE = [(64, 128, 128, 4, 4), (64, 64, 128, 4, 5), (64, 32, 128, 4, 5), (64, 64, 256, 4, 3)]
+LARGE = [
+    (64, 128, 128, 4, 4),
+    (128, 64, 128, 8, 3),
+    (128, 128, 64, 8, 3),
+    (128, 128, 128, 8, 3),
+    (128, 256, 64, 8, 3),
+    (64, 256, 64, 4, 3),
+    (128, 64, 64, 4, 4),
+    (64, 64, 128, 4, 5),
+]
+
+
+def candidates(m: int) -> list[tuple]:
+    if m <= 16:
+        return SMALL
+    if m <= 32:
+        return MID + SMALL[:2]
+    if m <= 64:
+        return WIDE + MID[:2]
+    return LARGE
+
+
+def name(tile: tuple) -> str:
+    return "m{}n{}k{}w{}s{}".format(*tile)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--tree", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--sweep", action="store_true")
+    mode.add_argument("--table", action="store_true")
+    p.add_argument("--replays", type=int, default=10)
+    args = p.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    from gdn_parity.sandbox.bare_import import import_sglang_from
+
+    import_sglang_from(args.tree)
+    from sglang.srt.batch_invariant_ops import batch_invariant_ops as bio
+    from sglang.srt.environ import envs
+
+    few_rows_env = envs.SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_FEW_ROWS
+
+    def dispatched(a, w):
+        return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)
+
+    def persistent(a, w):
+        with few_rows_env.override(False):
+            return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)
+
+    def tile_run(tile):
+        def run(a, w):
+            c = torch.empty(a.shape[0], w.shape[0], device=a.device, dtype=a.dtype)
+            return bio._matmul_few_rows_triton(a, w.t(), c, None, tile)
+
+        return run
+
+    t0 = time.time()
+    bw = copy_bandwidth()
+    result = {"env": gpu_env(copy_bandwidth_TBps=bw / 1e12), "shapes": {}}
+    ms = (
+        [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
+        if args.sweep
+        else [1, 4, 16, 64, 256]
+    )
+    for shape, (n, k) in SHAPES.items():
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        a = torch.randn(256, k, device="cuda", generator=gen).to(torch.bfloat16)
+        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
+        ref = persistent(a, w)
+        entry = {"N": n, "K": k, "bits": {}, "time": {}}
+        if args.sweep:
+            tiles = {t for m in ms for t in candidates(m)}
+            for tile in sorted(tiles):
+                try:
+                    entry["bits"][name(tile)] = bits(
+                        tile_run(tile), a, w, ref, [1, 13, 64, 100, 256]
+                    )
+                except Exception as exc:
+                    entry["bits"][name(tile)] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
+        else:
+            entry["bits"]["dispatched"] = bits(dispatched, a, w, ref, list(range(1, 257)))
+        copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
+        ws = [w] + [w.clone() for _ in range(copies - 1)]
+        for m in ms:
+            x = a[:m].contiguous()
+            rule = bio._few_rows_tile(x, m, n, k)
+            row = {
+                "floor_us": (n * k * 2 + m * k * 2 + m * n * 2) / bw * 1e6,
+                "rule": name(rule) if rule else "persistent",
+                "cublas": time_kernel(
+                    lambda x_, w_: torch.nn.functional.linear(x_, w_), x, ws, args.replays
+                ),  # fmt: skip
+                "persistent": time_kernel(persistent, x, ws, args.replays),
+            }
+            if args.sweep:
+                for tile in candidates(m):
+                    if "error" not in entry["bits"].get(name(tile), {}):
+                        row[name(tile)] = time_kernel(tile_run(tile), x, ws, args.replays)
+            else:
+                row["dispatched"] = time_kernel(dispatched, x, ws, args.replays)
+            entry["time"][m] = row
+        del ws
+        torch.cuda.empty_cache()
+        result["shapes"][shape] = entry
+        print(f"[{time.time() - t0:.0f}s] {shape}", flush=True)
+        out = "gemm_tiles_sweep.json" if args.sweep else "gemm_table.json"
+        (args.out / out).write_text(json.dumps(result, indent=1))
+    if args.table:
+        (args.out / "gemm_table.md").write_text(table(result))
+        print(table(result))
+
+
+def table(result: dict) -> str:
+    env = result["env"]
+    lines = [
+        f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}, "
+        f"copy bandwidth {env['copy_bandwidth_TBps']:.2f} TB/s",
+        "",
+        "| shape (N x K) | M | floor us | mode's GEMM us (p10-p90) | tile | cuBLAS us | "
+        "persistent us | mode / cuBLAS | persistent / cuBLAS | bits = persistent, M 1..256 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for shape, e in result["shapes"].items():
+        b = e["bits"]["dispatched"]
+        same = "yes" if not b["differ_ref"] else f"no: M {b['differ_ref'][:5]}"
+        for m, row in e["time"].items():
+            d, c, p = row["dispatched"], row["cublas"], row["persistent"]
+            lines.append(
+                f"| {shape} ({e['N']} x {e['K']}) | {m} | {row['floor_us']:.1f} | "
+                f"{d['median_us']:.1f} ({d['p10_us']:.1f}-{d['p90_us']:.1f}) | {row['rule']} | "
+                f"{c['median_us']:.1f} | {p['median_us']:.1f} | "
+                f"{d['median_us'] / c['median_us']:.2f} | {p['median_us'] / c['median_us']:.2f} | "
+                f"{same} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
