@@ -171,13 +171,14 @@ def test_timing_a_step_leaves_the_model_as_it_was(exact):
     model, start, *_ = exact
     model.restore(start)
     before = model.snapshot()
-    timed = time_step(model, "decode", 1, replays=1, graphs=True, warmup=0)
+    timed = time_step(model, "decode", 1, replays=1, graphs=True, bandwidth=1e12, warmup=0)
     after = model.snapshot()
     assert after.requests == before.requests
     assert all(torch.equal(a, b) for a, b in zip(after.gdn, before.gdn, strict=True))
     assert all(torch.equal(a, b) for a, b in zip(after.keys, before.keys, strict=True))
     assert (timed.requests, timed.padded, timed.width, timed.graph) == (REQUESTS, 4, 1, False)
     assert timed.median_ms > 0 and "need --device cuda" in timed.note
+    assert timed.floor_ms == pytest.approx(timed.bytes / 1e12 * 1e3)
 
 
 def test_stack_defaults_and_refusals():
@@ -233,3 +234,44 @@ def test_dtype_float16_runs_the_server_stack_in_float16(sglang_tree):
     assert model.attn.token_to_kv_pool.k_buffer[0].dtype == torch.float16
     ssm, conv = model.gdn_state()
     assert (ssm.dtype, conv.dtype) == (torch.bfloat16, torch.bfloat16)
+
+
+def test_qwen35_27b_attention_in_both_stacks(sglang_tree, monkeypatch):
+    """The 27B sizes' attention (the sigmoid output gate from q_proj's per-head gate rows,
+    rotary on a part of each head) at tiny widths, weights drawn on the device's
+    generator: row-wise and server stacks compute one model (Base tokens equal, logits
+    close: a wrong gate split or rotary width fails), and the exact server stack's forced
+    reject is bitwise Base."""
+    import dataclasses
+
+    from gdn_parity.drift.model.config import SIZES
+    from gdn_parity.drift.model.hybrid import HybridModel
+    from gdn_parity.drift.run import loops
+
+    gated = dataclasses.replace(
+        SIZES["tiny"], name="tiny-gated", attn_output_gate=True, partial_rotary_factor=0.5,
+        rope_theta=1e7, init_on_device=True,
+    )  # fmt: skip
+    monkeypatch.setitem(SIZES, "tiny-gated", gated)
+    assert SIZES["27b"].attn_q_dim == 2 * 24 * 256 and SIZES["27b"].rotary_dim == 64
+    p = len(INPUT_IDS)
+    rowwise = HybridModel.build("tiny-gated", "cpu", max_len=48)
+    rw_start, rw_first = loops.prefill(rowwise, list(INPUT_IDS))
+    rw_base = loops.run_base(rowwise, rw_start, rw_first, p, TOKENS, lambda n: 0)
+    server = build_stack(
+        StackSpec(
+            "server", "tiny-gated", "cpu", max_len=48, deterministic=True, exact_parity=True,
+            requests=REQUESTS,
+        )
+    )  # fmt: skip
+    start, first = loops.prefill(server, list(INPUT_IDS))
+    base = loops.run_base(server, start, first, p, TOKENS, lambda n: None, True)
+    assert base.tokens == rw_base.tokens
+    rowwise.restore(rw_start)
+    server.restore(start)
+    ours = server.forward([base.tokens[0]], p, "decode")
+    theirs = rowwise.forward([base.tokens[0]], p, "decode")
+    assert torch.allclose(ours, theirs, atol=2e-2 * theirs.abs().max().item())
+    run = _spec((server, start, first, base, None), Mode(ModeKind.FORCED_REJECT, 1))
+    assert run.tokens == base.tokens
+    assert all(d.max_diff == 0 for d in run.diffs if d.on_path)

@@ -33,6 +33,14 @@ class KVCache:
         self.values = torch.zeros(shape, dtype=dtype, device=device)
 
 
+def _gated(o: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
+    """One row's attention output times sigmoid of its output gate (Qwen3.5), or as it is."""
+    if gate is None:
+        return o
+    gated = o.float() * torch.sigmoid(gate.float()).reshape(o.shape)
+    return gated.to(o.dtype)
+
+
 SPLIT_TILE = 256  # SGLANG_TRITON_DECODE_SPLIT_TILE_SIZE's default
 MAX_KV_SPLITS = 8  # --triton-attention-num-kv-splits' default
 
@@ -65,15 +73,20 @@ class AttentionLayer:
             self.probe.tap(self.layer_id, component, rows)
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """q, k, v of a row, and its output gate ``[heads, head_dim]`` (None without)."""
         c, w = self.c, self.w
-        q = F.linear(x, w.q).view(c.attn_heads, c.attn_head_dim)
+        q = F.linear(x, w.q).view(c.attn_heads, -1)
+        gate = None
+        if c.attn_output_gate:
+            q, gate = q.chunk(2, dim=-1)
         k = F.linear(x, w.k).view(c.attn_kv_heads, c.attn_head_dim)
         v = F.linear(x, w.v).view(c.attn_kv_heads, c.attn_head_dim)
-        return q, k, v
+        return q, k, v, gate
 
     def _norm_rope(self, x: torch.Tensor, weight: torch.Tensor, position: int) -> torch.Tensor:
         c = self.c
-        return rowwise.rope(rowwise.rms_norm(x, weight, c.rms_eps), position, c.rope_theta)
+        normed = rowwise.rms_norm(x, weight, c.rms_eps)
+        return rowwise.rope(normed, position, c.rope_theta, c.rotary_dim)
 
     def forward_rows(
         self, rows: list[torch.Tensor], start: int, phase: str, cache: KVCache
@@ -82,9 +95,12 @@ class AttentionLayer:
         keys, values = cache.keys[self.index], cache.values[self.index]
         projected = [self._project(x) for x in rows]
         if self.probe is not None and self.probe.active:
-            self._tap("qkv_proj", [torch.cat([t.reshape(1, -1) for t in p], -1) for p in projected])
+            self._tap(
+                "qkv_proj",
+                [torch.cat([t.reshape(1, -1) for t in p if t is not None], -1) for p in projected],
+            )
         qs = []
-        for i, (q, k, v) in enumerate(projected):
+        for i, (q, k, v, _) in enumerate(projected):
             qs.append(self._norm_rope(q, self.w.q_norm, start + i))
             keys[start + i] = self._norm_rope(k, self.w.k_norm, start + i)
             values[start + i] = v
@@ -99,6 +115,7 @@ class AttentionLayer:
             outs = list(self._triton_decode(torch.stack(qs), start + 1, keys, values))
         else:
             outs = list(self._triton_extend(torch.stack(qs), start, keys, values))
+        outs = [_gated(o, p[3]) for o, p in zip(outs, projected, strict=True)]
         self._tap("attention", outs)
         projected_outs = [F.linear(o.reshape(1, -1), self.w.o) for o in outs]
         self._tap("o_proj", projected_outs)

@@ -26,14 +26,19 @@ def gated_rms_norm(
     return (rms_norm(x, weight, eps).float() * F.silu(gate.float())).to(x.dtype)
 
 
-def rope(x: torch.Tensor, position: int, theta: float) -> torch.Tensor:
-    """Rotary embedding (rotate-half) of ``x`` ``[heads, head_dim]`` at ``position``."""
-    half = x.shape[-1] // 2
+def rope(
+    x: torch.Tensor, position: int, theta: float, rotary_dim: int | None = None
+) -> torch.Tensor:
+    """Rotary embedding (rotate-half) of ``x`` ``[heads, head_dim]`` at ``position``, on the
+    first ``rotary_dim`` dims of each head (all of them by default)."""
+    rot = x.shape[-1] if rotary_dim is None else rotary_dim
+    half = rot // 2
     freqs = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
     angle = position * freqs
     cos, sin = angle.cos(), angle.sin()
-    x1, x2 = x.float()[..., :half], x.float()[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).to(x.dtype)
+    x1, x2 = x.float()[..., :half], x.float()[..., half:rot]
+    rotated = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).to(x.dtype)
+    return torch.cat([rotated, x[..., rot:]], -1) if rot < x.shape[-1] else rotated
 
 
 def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:

@@ -65,14 +65,19 @@ def companion_prompts(prompt: list[int], requests: int) -> list[list[int]]:
     return prompts
 
 
-def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
-    """``rowwise.rope`` over rows ``[rows, heads, dim]`` at ``positions``: elementwise per row."""
-    half = x.shape[-1] // 2
+def rope(
+    x: torch.Tensor, positions: torch.Tensor, theta: float, rotary_dim: int | None = None
+) -> torch.Tensor:
+    """``rowwise.rope`` over rows ``[rows, heads, dim]`` at ``positions``: elementwise per
+    row, on the first ``rotary_dim`` dims of each head (all of them by default)."""
+    rot = x.shape[-1] if rotary_dim is None else rotary_dim
+    half = rot // 2
     freqs = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
     angle = positions.float()[:, None, None] * freqs
     cos, sin = angle.cos(), angle.sin()
-    x1, x2 = x.float()[..., :half], x.float()[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).to(x.dtype)
+    x1, x2 = x.float()[..., :half], x.float()[..., half:rot]
+    rotated = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).to(x.dtype)
+    return torch.cat([rotated, x[..., rot:]], -1) if rot < x.shape[-1] else rotated
 
 
 @dataclass
@@ -148,7 +153,7 @@ class ServerModel:
         self.layers: list[SimpleNamespace] = []
         gdn_index = attn_index = 0
         for layer, lw in enumerate(w.layers):
-            mlp = torch.cat([lw.gate, lw.up])  # MergedColumnParallelLinear: one gate_up GEMM
+            mlp = lw.gate_up  # MergedColumnParallelLinear: one gate_up GEMM
             if isinstance(lw.mixer, AttentionWeights):
                 m = lw.mixer
                 self.layers.append(
@@ -156,7 +161,7 @@ class ServerModel:
                         kind="attention",
                         index=layer,
                         radix=backends.attention_layer(attn_index, c),
-                        qkv=torch.cat([m.q, m.k, m.v]),  # QKVParallelLinear
+                        qkv=m.qkv,  # QKVParallelLinear
                         w=m,
                         lw=lw,
                         gate_up=mlp,
@@ -174,8 +179,8 @@ class ServerModel:
                         index=layer,
                         radix=backends.gdn_layer(layer, c, m),
                         prefill=GDNLayer(layer, gdn_index, m, c, self.kernels),
-                        qkvz=torch.cat([m.qkv, m.z]),  # Qwen3.5's contiguous in_proj_qkvz
-                        ba=torch.cat([m.b, m.a]),  # in_proj_ba
+                        qkvz=m.qkvz,  # Qwen3.5's contiguous in_proj_qkvz
+                        ba=m.ba,  # in_proj_ba
                         norm=norm,
                         w=m,
                         lw=lw,
@@ -383,20 +388,32 @@ class ServerModel:
         return down
 
     def _qkv(self, x, layer, positions):
+        """q, k, v of the rows, and the output gate ``[rows, heads, head_dim]`` (a strided
+        view, as qwen3_5.py's forward_prepare_native keeps it) or None."""
         c = self.c
         qkv = self._linear(x, layer.qkv)
         self._tap(layer.index, "qkv_proj", qkv)
-        q, k, v = qkv.split(
-            [c.attn_heads * c.attn_head_dim] + [c.attn_kv_heads * c.attn_head_dim] * 2,
-            dim=-1,
-        )
+        kv = c.attn_kv_heads * c.attn_head_dim
+        q, k, v = qkv.split([c.attn_q_dim, kv, kv], dim=-1)
+        gate = None
+        if c.attn_output_gate:
+            q, gate = q.view(x.shape[0], c.attn_heads, -1).chunk(2, dim=-1)
         q = self.rms_norm(q.reshape(-1, c.attn_head_dim), layer.w.q_norm, c.rms_eps)
         k = self.rms_norm(k.reshape(-1, c.attn_head_dim), layer.w.k_norm, c.rms_eps)
-        q = rope(q.view(x.shape[0], -1, c.attn_head_dim), positions, c.rope_theta)
-        k = rope(k.view(x.shape[0], -1, c.attn_head_dim), positions, c.rope_theta)
+        q = rope(q.view(x.shape[0], -1, c.attn_head_dim), positions, c.rope_theta, c.rotary_dim)
+        k = rope(k.view(x.shape[0], -1, c.attn_head_dim), positions, c.rope_theta, c.rotary_dim)
         self._tap(layer.index, "q_norm_rope", q)
         self._tap(layer.index, "k_norm_rope", k)
-        return q.reshape(x.shape[0], -1), k.reshape(x.shape[0], -1), v.contiguous()
+        return q.reshape(x.shape[0], -1), k.reshape(x.shape[0], -1), v.contiguous(), gate
+
+    def _gated(self, o: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
+        """Attention output ``[rows, heads * head_dim]`` times sigmoid of the output gate,
+        by sglang's ``fused_sigmoid_mul`` (Qwen3.5's attention), or as it is."""
+        if gate is None:
+            return o
+        from sglang.kernels.ops.elementwise.elementwise import fused_sigmoid_mul
+
+        return fused_sigmoid_mul(o, gate)
 
     def _finish(self, h: torch.Tensor) -> torch.Tensor:
         normed = self.rms_norm(h, self.w.final_norm, self.c.rms_eps)
@@ -422,7 +439,7 @@ class ServerModel:
                 core = layer.prefill.prefill(self.state, slots, mixed.contiguous(), a, b)
                 out = self._gdn_out(layer, core, z)
             else:
-                q, k, v = self._qkv(x, layer, positions)
+                q, k, v, gate = self._qkv(x, layer, positions)
                 pool, lid = self.attn.token_to_kv_pool, layer.radix.layer_id
                 k = k.view(n, c.attn_kv_heads, c.attn_head_dim)
                 v = v.view(n, c.attn_kv_heads, c.attn_head_dim)
@@ -436,7 +453,7 @@ class ServerModel:
                     torch.tensor([0, n], dtype=torch.int32, device=self.device), zero,
                     kv_loc, None, True, None, n, 1.0, 1.0, sm_scale=layer.radix.scaling,
                 )  # fmt: skip
-                out = self._linear(o.view(n, -1), layer.w.o)
+                out = self._linear(self._gated(o.view(n, -1), gate), layer.w.o)
             h = h + out
             h = h + self._mlp(self.rms_norm(h, layer.lw.post_norm, c.rms_eps), layer)
         return self._finish(h)
@@ -570,12 +587,13 @@ class ServerModel:
 
     def _attention(self, layer, x, batch, phase: str) -> torch.Tensor:
         c = self.c
-        q, k, v = self._qkv(x, layer, batch.positions)
+        q, k, v, gate = self._qkv(x, layer, batch.positions)
         k = k.view(-1, c.attn_kv_heads, c.attn_head_dim)
         v = v.view(-1, c.attn_kv_heads, c.attn_head_dim)
         forward = self.attn.forward_decode if phase == "decode" else self.attn.forward_extend
         o = forward(q.contiguous(), k.contiguous(), v, layer.radix, batch)
+        o = self._gated(o.view(x.shape[0], -1), gate)
         self._tap(layer.index, "attention", o)
-        out = self._linear(o.view(x.shape[0], -1), layer.w.o)
+        out = self._linear(o, layer.w.o)
         self._tap(layer.index, "o_proj", out)
         return out
