@@ -1,4 +1,4 @@
-"""The cost table: medians with their spread, and ratios to the first variant."""
+"""The cost table: medians with their spread, ratios to the first variant, the floor."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from gdn_parity.drift.cost.results import StepTime, VariantCost
 def _variant(name: str, decode: tuple[float, float, float], verify: tuple[float, float, float]):
     def step(phase: str, width: int, times: tuple[float, float, float]) -> StepTime:
         median, low, p90 = times
-        return StepTime(phase, 4, 4, width, median, low, p90, 50, True, "")
+        return StepTime(phase, 4, 4, width, median, low, p90, 50, True, "", 10**9, 0.5)
 
     steps = [step("decode", 1, decode), step("verify", 4, verify)]
-    return VariantCost(name, "tree", "cuda", "large", "bfloat16", ["gdn"], steps, 1.0)
+    return VariantCost(name, "tree", "cuda", "large", "bfloat16", ["gdn"], steps, 1.0, 2e12)
 
 
 def test_rows_show_median_min_p90_and_the_ratio_to_the_first_variant():
@@ -22,8 +22,57 @@ def test_rows_show_median_min_p90_and_the_ratio_to_the_first_variant():
             _variant("exact", (2.5, 2.4, 2.9), (5.0, 4.9, 5.5)),
         ],
         [4],
+        [3],
     )
     rows = [line.split("|")[1:-1] for line in table.splitlines()[2:]]
     cells = [[c.strip() for c in row] for row in rows]
-    assert cells[0][4:8] == ["2.000 (1.900-2.200)", "4.000 (3.800-4.400)", "1.00x", "1.00x"]
-    assert cells[1][4:8] == ["2.500 (2.400-2.900)", "5.000 (4.900-5.500)", "1.25x", "1.25x"]
+    assert [c[3] for c in cells] == ["decode", "verify γ=3"] * 2
+    assert cells[0][5:9] == ["2.000 (1.900-2.200)", "1.00x", "0.500", "4.00x"]
+    assert cells[1][5:9] == ["4.000 (3.800-4.400)", "1.00x", "0.500", "8.00x"]
+    assert cells[2][5:9] == ["2.500 (2.400-2.900)", "1.25x", "0.500", "5.00x"]
+    assert cells[3][5:9] == ["5.000 (4.900-5.500)", "1.25x", "0.500", "10.00x"]
+
+
+def test_the_floor_counts_every_weight_but_the_embedding_and_each_requests_state():
+    """Bytes by hand for the tiny model (3 GDN layers, 1 attention layer) against the
+    tensors make_weights actually makes."""
+    from gdn_parity.drift.cost.floor import step_bytes
+    from gdn_parity.drift.model.config import SIZES
+    from gdn_parity.drift.model.weights import make_weights
+
+    config = SIZES["tiny"]
+    w = make_weights(config, "cpu")
+    tensors = [w.lm_head, w.final_norm]
+    for layer in w.layers:
+        m = layer.mixer
+        parts = (
+            [m.qkvz, m.ba, m.conv, m.A_log, m.dt_bias, m.norm, m.out]
+            if hasattr(m, "qkvz")
+            else [m.qkv, m.q_norm, m.k_norm, m.o]
+        )
+        tensors += parts + [layer.input_norm, layer.post_norm, layer.gate_up, layer.down]
+    weight_elements = sum(t.numel() for t in tensors)
+    # GDN: 2 v heads of 16 x 16 in bf16, conv window 3 x qkv_dim 64 in bf16, 3 layers.
+    state_per_request = 3 * (2 * 16 * 16 * 2 + 3 * 64 * 2)
+    # KV: 1 attention layer, K and V of 2 heads of 16 in bf16 per token.
+    kv_per_token = 2 * 2 * 16 * 2
+
+    decode = step_bytes(config, 2, 2, 2, 2, [10, 20], 1)
+    assert decode.weights == weight_elements * 2
+    assert decode.state == state_per_request * 2 * 2  # read + write, 2 requests
+    assert decode.kv == kv_per_token * (11 + 21)
+    verify = step_bytes(config, 2, 2, 2, 2, [10, 20], 4)
+    assert verify.state == state_per_request * 5 * 2  # read + 4 snapshots, 2 requests
+    assert verify.total == verify.weights + verify.state + verify.kv
+
+
+def test_a_size_that_does_not_fit_is_refused_with_the_memory_it_needs():
+    from gdn_parity.drift.model.config import SIZES
+    from gdn_parity.drift.model.footprint import GIB, fit_problem
+
+    config = SIZES["27b"]
+    assert fit_problem(config, 2, 2, 64, 5, 1, 139 * GIB) is None
+    problem = fit_problem(config, 2, 2, 64, 5, 3, 139 * GIB)
+    assert problem is not None and problem.startswith("--size 27b needs about 3 x ")
+    assert "pass fewer --jobs" in problem and "\n" not in problem
+    assert "a smaller --size or --batch" in fit_problem(config, 2, 4, 64, 5, 1, 60 * GIB)

@@ -55,6 +55,30 @@ def _check_device(device: str) -> None:
             )
 
 
+def _check_fits(
+    device: str, size: str, dtype: str, ssm_dtype: str, requests: int, draft_tokens: int,
+    workers: int,
+) -> None:  # fmt: skip
+    """Refuse a model that cannot fit the GPU, ``workers`` copies at once."""
+    if device != "cuda":
+        return
+    import torch
+
+    from gdn_parity.drift.model.footprint import fit_problem
+
+    problem = fit_problem(
+        SIZES[size],
+        getattr(torch, dtype).itemsize,
+        getattr(torch, ssm_dtype).itemsize,
+        requests,
+        draft_tokens,
+        workers,
+        torch.cuda.get_device_properties(0).total_memory,
+    )
+    if problem is not None:
+        raise GdnParityError(problem)
+
+
 def _warn_about_size(verb: str, device: str, size: str) -> None:
     """Warn that the large model on CPU takes hours (after the checks: a refusal is one line)."""
     if device == "cpu" and size != "tiny":
@@ -108,6 +132,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         stop_at_divergence=args.stop_at_divergence,
         dtype=args.dtype,
     )
+    draft_tokens = max([*args.gammas, args.natural_gamma]) + 1
+    workers = min(plan.jobs, len(plan.variants))
+    _check_fits(args.device, args.size, args.dtype, args.ssm_dtype, batch, draft_tokens, workers)
     # The last checks, as each makes its directory for a moment: a refusal changes nothing.
     writable_dir(plan.out_dir, "--out")
     if plan.trace_dir is not None:
@@ -137,6 +164,10 @@ def cmd_cost(args: argparse.Namespace) -> int:
         raise GdnParityError(refusal)
     if max(args.batch) > MAX_BATCH:
         raise GdnParityError(f"--batch sizes must be 1 to {MAX_BATCH}")
+    draft_tokens = max(args.gamma) + 1
+    _check_fits(
+        args.device, args.size, "bfloat16", args.ssm_dtype, max(args.batch), draft_tokens, 1
+    )
     series = series_of(args)
     out_dir: Path = args.out
     writable_dir(out_dir, "--out")  # the last check, as it makes the directory for a moment
@@ -147,7 +178,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         prompt=list(INPUT_IDS),
         ssm_dtype=args.ssm_dtype,
         batches=args.batch,
-        gamma=args.gamma,
+        gammas=args.gamma,
         replays=args.replays,
         graphs=not args.no_graphs,
         out_dir=out_dir,
@@ -192,9 +223,9 @@ def _model_arguments(p: argparse.ArgumentParser, on_gpu: bool = False) -> None:
         choices=sorted(SIZES),
         help="the harness model: tiny (CPU"
         + ("" if on_gpu else ", default")
-        + ") or large (a GPU"
+        + "), large (a GPU"
         + (", default" if on_gpu else "")
-        + ")",
+        + "), 27b (Qwen3.5-27B's geometry, 64 layers) or 27b-8l (its layers, 8 of them)",
     )
     p.add_argument(
         "--device",
@@ -306,7 +337,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "cost",
         help="time one decode and one verify step of the server stack per variant (GPU)",
         description="For each variant and batch size: build the server stack, prefill every "
-        "request, and time one decode forward and one verify forward (gamma drafts) of the "
+        "request, and time one decode forward and one verify forward per --gamma of the "
         "padded batch, replayed as a CUDA graph where the capture succeeds (median of "
         "--replays). Variants run one after another. Writes cost.md and cost.json under "
         "--out. Needs --device cuda; 2 on bad input.",
@@ -315,7 +346,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--batch", type=positive_int_list, default=[1, 4, 32], help="batch sizes to time (1,4,32)"
     )
-    p.add_argument("--gamma", type=positive_int, default=3, help="drafts per verify (3)")
+    p.add_argument(
+        "--gamma",
+        type=positive_int_list,
+        default=[3],
+        help="drafts per verify; a list times one verify per gamma (3)",
+    )
     p.add_argument("--replays", type=positive_int, default=50, help="timed replays (50)")
     p.add_argument(
         "--no-graphs", action="store_true", help="time the eager forward, not a CUDA graph"

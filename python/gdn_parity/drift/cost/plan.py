@@ -29,7 +29,7 @@ class CostPlan:
     prompt: list[int]
     ssm_dtype: str
     batches: list[int]
-    gamma: int
+    gammas: list[int]
     replays: int
     graphs: bool
     out_dir: Path
@@ -47,7 +47,7 @@ def cost_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]:
             device=plan.device,
             prompt=plan.prompt,
             batches=plan.batches,
-            gamma=plan.gamma,
+            gammas=plan.gammas,
             ssm_dtype=plan.ssm_dtype,
             replays=plan.replays,
             graphs=plan.graphs,
@@ -73,10 +73,10 @@ def run_cost(series: Series, plan: CostPlan) -> str:
     report = "\n".join(
         (
             f"# gdn-parity cost: {plan.size} model on {plan.device}, {plan.ssm_dtype} SSM pool, "
-            f"server stack, gamma {plan.gamma}",
+            f"server stack, gammas {','.join(map(str, plan.gammas))}",
             "",
-            cost_table(results, plan.batches),
-            legend(plan.variants[0].name, plan.gamma, plan.replays),
+            cost_table(results, plan.batches, plan.gammas),
+            legend(plan.variants[0].name, plan.replays, results[0].bandwidth),
         )
     )
     (plan.out_dir / "cost.md").write_text(report)

@@ -1,5 +1,5 @@
-"""The cost table: per variant and batch size, the median decode and verify step, and the ratio
-to the first variant's."""
+"""The cost table: per variant, batch size and step (decode, verify at each gamma), the
+median time with its spread, the ratio to the first variant's, and the floor."""
 
 from __future__ import annotations
 
@@ -9,44 +9,47 @@ HEADERS = (
     "variant",
     "live sources",
     "N",
-    "padded (decode/verify)",
-    "decode ms (min-p90)",
-    "verify ms (min-p90)",
-    "decode ratio",
-    "verify ratio",
+    "step",
+    "padded",
+    "ms (min-p90)",
+    "ratio",
+    "floor ms",
+    "x floor",
     "timed",
 )
 
 
-def _timed(steps: list[StepTime]) -> str:
-    notes = sorted({s.note for s in steps if not s.graph})
-    return "CUDA graph" if not notes else "; ".join(notes)
+def _step_name(step: StepTime) -> str:
+    return "decode" if step.phase == "decode" else f"verify γ={step.width - 1}"
 
 
-def _spread(step: StepTime) -> str:
-    return f"{step.median_ms:.3f} ({step.min_ms:.3f}-{step.p90_ms:.3f})"
+def _timed(step: StepTime) -> str:
+    return "CUDA graph" if step.graph else step.note
 
 
-def cost_table(results: list[VariantCost], batches: list[int]) -> str:
+def cost_table(results: list[VariantCost], batches: list[int], gammas: list[int]) -> str:
     reference = results[0]
+    shapes = [("decode", 1)] + [("verify", g + 1) for g in gammas]
     body = []
     for result in results:
         for n in batches:
-            decode, verify = result.step("decode", n), result.step("verify", n)
-            ref_decode, ref_verify = reference.step("decode", n), reference.step("verify", n)
-            body.append(
-                [
-                    result.variant,
-                    ", ".join(result.live_sources) or "none",
-                    str(n),
-                    f"{decode.padded}/{verify.padded}",
-                    _spread(decode),
-                    _spread(verify),
-                    f"{decode.median_ms / ref_decode.median_ms:.2f}x",
-                    f"{verify.median_ms / ref_verify.median_ms:.2f}x",
-                    _timed([decode, verify]),
-                ]
-            )
+            for phase, width in shapes:
+                step = result.step(phase, n, width)
+                ref = reference.step(phase, n, width)
+                body.append(
+                    [
+                        result.variant,
+                        ", ".join(result.live_sources) or "none",
+                        str(n),
+                        _step_name(step),
+                        str(step.padded),
+                        f"{step.median_ms:.3f} ({step.min_ms:.3f}-{step.p90_ms:.3f})",
+                        f"{step.median_ms / ref.median_ms:.2f}x",
+                        f"{step.floor_ms:.3f}",
+                        f"{step.median_ms / step.floor_ms:.2f}x",
+                        _timed(step),
+                    ]
+                )
     widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(HEADERS)]
 
     def line(cells: list[str]) -> str:
@@ -56,14 +59,17 @@ def cost_table(results: list[VariantCost], batches: list[int]) -> str:
     return "\n".join(out + [line(c) for c in body]) + "\n"
 
 
-def legend(reference: str, gamma: int, replays: int) -> str:
+def legend(reference: str, replays: int, bandwidth: float) -> str:
     return "\n".join(
         (
-            f"- **decode ms / verify ms**: the median of {replays} replays of one forward of "
-            f"the whole padded batch (verify: gamma = {gamma}, {gamma + 1} rows per request), "
-            "after warm-up; timed with CUDA events; in brackets the fastest replay and the "
-            "90th percentile.",
-            f"- **ratio**: to {reference}'s step at the same N.",
+            f"- **ms**: the median of {replays} replays of one forward of the whole padded "
+            "batch (verify γ=g: g + 1 rows per request), after warm-up; timed with CUDA "
+            "events; in brackets the fastest replay and the 90th percentile.",
+            f"- **ratio**: to {reference}'s same step at the same N.",
+            "- **floor**: the bytes the step must move (every weight once, the embedding's "
+            "gathered rows aside; each request's KV cache once; its GDN state read once and "
+            "written once per token of the step) over the device-to-device copy bandwidth "
+            f"measured in the same run ({bandwidth / 1e12:.2f} TB/s, reads and writes counted).",
             "- **timed**: a CUDA graph of the forward, as sglang's graph runner replays it, or "
             "the eager forward and why.",
             "- The forward is the server stack's (`docs/drift-stacks.md`): batch and metadata "

@@ -20,6 +20,8 @@ class StepTime:
     replays: int
     graph: bool  # replayed as a CUDA graph (else eager)
     note: str  # why not a graph, when it is not
+    bytes: int  # what the step must move (weights, GDN state, KV: cost.floor)
+    floor_ms: float  # bytes over the copy bandwidth measured in the same process
 
 
 @dataclass(frozen=True)
@@ -32,9 +34,12 @@ class VariantCost:
     live_sources: list[str]
     steps: list[StepTime]
     seconds: float
+    bandwidth: float  # the device-to-device copy bandwidth, bytes/s (cost.floor)
 
-    def step(self, phase: str, requests: int) -> StepTime:
-        return next(s for s in self.steps if (s.phase, s.requests) == (phase, requests))
+    def step(self, phase: str, requests: int, width: int = 1) -> StepTime:
+        return next(
+            s for s in self.steps if (s.phase, s.requests, s.width) == (phase, requests, width)
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import torch
 
+from gdn_parity.drift.cost.floor import step_bytes
 from gdn_parity.drift.cost.results import StepTime
 from gdn_parity.drift.model.server.model import ServerModel
 
@@ -61,10 +62,21 @@ def time_step(
     width: int,
     replays: int,
     graphs: bool,
+    bandwidth: float,
     warmup: int = WARMUP,
 ) -> StepTime:
-    """The median time of one ``phase`` forward of ``width`` rows per request."""
+    """The median time of one ``phase`` forward of ``width`` rows per request, and its floor:
+    the bytes it must move (``floor.step_bytes``) over ``bandwidth`` (bytes/s)."""
     cuda = model.device == "cuda"
+    moved = step_bytes(
+        model.c,
+        model.w.embed.element_size(),
+        model.ssm_dtype.itemsize,
+        model.conv_dtype.itemsize,
+        model.w.embed.element_size(),
+        [r.length for r in model.requests],
+        width,
+    )
     snap = model.snapshot()
     model.set_draft_tokens(width if phase == "verify" else 1)
     step = model.prepare_step(phase, width)
@@ -88,4 +100,6 @@ def time_step(
         replays=replays,
         graph=run is not step.run,
         note=note,
+        bytes=moved.total,
+        floor_ms=moved.total / bandwidth * 1e3,
     )

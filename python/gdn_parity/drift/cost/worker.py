@@ -29,7 +29,7 @@ class CostJob:
     device: str
     prompt: list[int]
     batches: list[int]
-    gamma: int
+    gammas: list[int]
     ssm_dtype: str = "bfloat16"
     replays: int = 50
     graphs: bool = True
@@ -37,7 +37,7 @@ class CostJob:
 
     @property
     def progress_total(self) -> int:
-        return 2 * len(self.batches)
+        return (1 + len(self.gammas)) * len(self.batches)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -48,6 +48,7 @@ class CostJob:
 
 
 def run_cost_job(job: CostJob, progress: Progress) -> VariantCost:
+    from gdn_parity.drift.cost.floor import copy_bandwidth
     from gdn_parity.drift.cost.timing import time_step
     from gdn_parity.drift.model.config import SIZES
     from gdn_parity.drift.model.stacks import StackSpec, build_stack
@@ -55,6 +56,7 @@ def run_cost_job(job: CostJob, progress: Progress) -> VariantCost:
     from gdn_parity.drift.run import loops
 
     started = time.perf_counter()
+    bandwidth = copy_bandwidth() if job.device == "cuda" else float("inf")
     weights = make_weights(SIZES[job.size], job.device)
     steps, live, tree = [], [], ""
     for requests in job.batches:
@@ -63,7 +65,7 @@ def run_cost_job(job: CostJob, progress: Progress) -> VariantCost:
                 stack="server",
                 size=job.size,
                 device=job.device,
-                max_len=len(job.prompt) + job.gamma + 2,
+                max_len=len(job.prompt) + max(job.gammas) + 2,
                 ssm_dtype=job.ssm_dtype,
                 deterministic=job.deterministic,
                 exact_parity=job.exact_parity,
@@ -73,8 +75,8 @@ def run_cost_job(job: CostJob, progress: Progress) -> VariantCost:
             weights=weights,
         )
         loops.prefill(model, job.prompt)
-        for phase, width in (("decode", 1), ("verify", job.gamma + 1)):
-            steps.append(time_step(model, phase, width, job.replays, job.graphs))
+        for phase, width in [("decode", 1)] + [("verify", g + 1) for g in job.gammas]:
+            steps.append(time_step(model, phase, width, job.replays, job.graphs, bandwidth))
             progress(1)
         live, tree = model.live_sources(), model.kernels.tree
         del model
@@ -87,6 +89,7 @@ def run_cost_job(job: CostJob, progress: Progress) -> VariantCost:
         live_sources=live,
         steps=steps,
         seconds=time.perf_counter() - started,
+        bandwidth=bandwidth,
     )
 
 
