@@ -1,7 +1,12 @@
 # Sourced by the device commands: install the carried cp312 wheels into /tmp/site, put the
-# sglang wheel into gdn-parity's cache, and record the machine in "$1"/env.txt.
+# sglang wheel into gdn-parity's cache, and record the machine in "$1"/env.txt. A later
+# call on the same warm machine may carry nothing: /tmp/site and the cache are kept.
 # Usage: source benchmark/gpu/device_setup.sh OUTDIR
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
+if [ -d .gpu/whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
+elif [ ! -d /tmp/site ]; then
+  echo "no .gpu/whl carried and no /tmp/site from an earlier call" >&2; exit 1
+fi
 export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHONUNBUFFERED=1
 export GDN_PARITY_CACHE=/tmp/gdn-parity-cache PYTHONWARNINGS=ignore
 # TRITON=3.8: the triton 3.8 wheel installed at /tmp/t38 (benchmark/README.md), first.
@@ -10,7 +15,7 @@ if [ "${TRITON:-}" = 3.8 ]; then
   export PYTHONPATH=/tmp/t38:$PYTHONPATH TRITON_CACHE_DIR=/tmp/triton-cache-38
 fi
 mkdir -p "$GDN_PARITY_CACHE/wheels" "$1"
-cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
+ls .gpu/sglang-0.5.23-*.whl > /dev/null 2>&1 && cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Device command for issue #24 at a Qwen3.5-27B's shapes. Carry .gpu/whl and the sglang wheel.
+# Arguments: the groups to run, in order:
+#   tiles     gemm_tiles.py --sweep: patch 0008's kernel at candidate tiles vs cuBLAS
+#   table     gemm_tiles.py --table: the mode's GEMM as 0008 dispatches it, cuBLAS, the
+#             persistent kernel, the floor (the issue's GEMM table)
+#   tests     the series' CUDA test of 0008 (run_upstream_tests.sh, TESTS_MATCH=batch_invariant)
+#   cost      gdn-parity cost --size 27b (64 layers), N 1,4,16,64, gamma 1,3: the 7-patch
+#             series (before 0008: 0.5.23, exact-parity, deterministic-exact-parity), then the
+#             8-patch series (deterministic-exact-parity)
+#   identity  gdn-parity demo --size 27b-8l: deterministic-exact-parity vs Base at batch
+#             1,4,16,64, bf16 and fp32 SSM pools, TOKENS tokens (300), forced reject gamma 1
+#             and 4, natural acceptance gamma 3; the demos side by side (BATCHES, POOLS
+#             choose; each takes about 22 GiB, 27 GiB at batch 64 with an fp32 pool)
+# TRITON=3.8 runs triton 3.8 from /tmp/t38 (benchmark/README.md). Everything lands in
+# /tmp/27b-out and comes back as $OUT/27b-$tag.tar.gz, with the tables beside it.
+set -uo pipefail
+source benchmark/gpu/device_setup.sh /tmp/27b-out
+G=/tmp/gdn-parity-gpu
+[ -d $G/series ] || python3 -m gdn_parity.cli tree $G/series > /tmp/27b-out/tree.log 2>&1 || exit 1
+tag=t$(python3 -c "import triton; print(triton.__version__.replace('.', ''))")
+O=/tmp/27b-out/$tag
+mkdir -p $O
+for group in "$@"; do
+  start=$SECONDS
+  case $group in
+    tiles)
+      timeout "${TILES_LIMIT:-240}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series --out $O \
+        --sweep > $O/tiles.log 2>&1 ;;
+    table)
+      timeout "${TABLE_LIMIT:-180}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series --out $O \
+        --table > $O/table.log 2>&1
+      cp $O/gemm_table.md "$OUT/gemm_table_$tag.md" ;;
+    tests)
+      TESTS_MATCH=batch_invariant TESTS_OUT=$O bash benchmark/gpu/run_upstream_tests.sh
+      cp $O/upstream_tests.log "$OUT/upstream_tests_$tag.log" ;;
+    cost)
+      P7=/tmp/patches7 && rm -rf $P7 && mkdir -p $P7 && cp patches/*.patch $P7/ && rm $P7/0008-*
+      grep -v '^0008-' patches/series > $P7/series
+      C=(cost --size 27b --batch 1,4,16,64 --gamma 1,3 --replays "${REPLAYS:-30}")
+      timeout "${COST_BEFORE_LIMIT:-330}" python3 -m gdn_parity.cli --patches $P7 "${C[@]}" \
+        --variants 0.5.23,exact-parity,deterministic-exact-parity --out $O/cost-before \
+        > $O/cost-before.log 2>&1
+      timeout "${COST_AFTER_LIMIT:-150}" python3 -m gdn_parity.cli "${C[@]}" \
+        --variants deterministic-exact-parity --out $O/cost-after > $O/cost-after.log 2>&1
+      cat $O/cost-before/cost.md $O/cost-after/cost.md > "$OUT/cost_$tag.md" 2>/dev/null ;;
+    identity)
+      for b in ${BATCHES:-1 4 16 64}; do
+        for pool in ${POOLS:-bfloat16 float32}; do
+          ( timeout "${DEMO_LIMIT:-300}" python3 -m gdn_parity.cli demo --device cuda \
+              --size 27b-8l --tokens "${TOKENS:-300}" --gammas 1,4 --natural-gamma 3 \
+              --accept-rates 0.9 --batch $b --ssm-dtype $pool \
+              --variants deterministic-exact-parity --stop-at-divergence \
+              --out $O/identity-$b-$pool > $O/identity-$b-$pool.log 2>&1
+            echo "identity-$b-$pool: exit $?" >> $O/identity.txt ) &
+        done
+      done
+      wait
+      tail -n 3 $O/identity-*/demo.md > "$OUT/identity_$tag${BATCHES:+_}${BATCHES// /-}.txt" 2>&1 ;;
+  esac
+  echo "$group ($tag): $((SECONDS - start)) s" | tee -a $O/groups.txt
+done
+cp /tmp/27b-out/env.txt $O/ 2>/dev/null
+tar czf "$OUT/27b-$tag${RUN:+-$RUN}.tar.gz" -C /tmp/27b-out $tag
