@@ -3,7 +3,8 @@
 # what the device commands carry. .gpu/whl: the cp312 wheels the GPU image lacks (the demo's,
 # then what the server stack imports, docs/drift-stacks.md "On a GPU"); .gpu/: the sglang
 # 0.5.23 wheel (from gdn-parity's cache, downloaded there once); .gpu/c50/: the cp312 triton
-# 3.8 wheel, sha256-checked, split into 50 MB chunks to carry one per call (README.md).
+# 3.8 wheel, sha256-checked, split into 50 MB chunks to carry one per call; .gpu/t38x/: the
+# same wheel trimmed to one 52 MB call (trim_triton38.sh; README.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .gpu/whl .gpu/c50
@@ -30,4 +31,5 @@ python3 -m pip download -q --no-deps "${cp312[@]}" -d /tmp/gdn-parity-t38 triton
 t38=/tmp/gdn-parity-t38/triton-3.8.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl
 echo "e91ffa46d095b252248297292dd22bcbacd53a125a0c2eefbbbf74925a320bc3  $t38" | sha256sum -c -
 (cd .gpu/c50 && split -b 50M "$t38")
-du -sh .gpu/whl .gpu/*.whl .gpu/c50
+bash benchmark/gpu/trim_triton38.sh "$t38" .gpu/t38x
+du -sh .gpu/whl .gpu/*.whl .gpu/c50 .gpu/t38x
