@@ -76,16 +76,18 @@ def main() -> None:
 
     import_sglang_from(args.tree)
     from sglang.srt.batch_invariant_ops import batch_invariant_ops as bio
-    from sglang.srt.environ import envs
-
-    few_rows_env = envs.SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_FEW_ROWS
 
     def dispatched(a, w):
         return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)
 
     def persistent(a, w):
-        with few_rows_env.override(False):
+        # 0008 reads SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_FEW_ROWS once, into this switch
+        # (the 2026-12-04 runs ran its first version, which read the variable per call).
+        on, bio._ENABLE_MM_FEW_ROWS = bio._ENABLE_MM_FEW_ROWS, False
+        try:
             return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)
+        finally:
+            bio._ENABLE_MM_FEW_ROWS = on
 
     def tile_run(tile):
         def run(a, w):

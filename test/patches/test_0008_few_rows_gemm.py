@@ -1,0 +1,98 @@
+"""Patch 0008: batch-invariant mode's few-rows GEMM, its tile rule and its kernel's plumbing.
+
+The rule (``_few_rows_tile``) must never make the zero-padded K longer than the
+persistent kernel's (a longer one adds zero steps, which can turn a -0.0 sum into
++0.0), must fit shared memory, and must leave GEMMs of more than FEW_ROWS_MAX_M rows
+to the persistent kernel. Its device gate (SM90, CUDA) is set here as 0007's test
+sets its own, so the table can be checked on the CPU. The kernel runs under the
+Triton interpreter: its rows against float64, and no write past row M. That a row's
+bits equal the persistent kernel's at every M is the patch's CUDA test, on SM90.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
+
+
+@pytest.fixture
+def bio(sglang_tree, monkeypatch):
+    from sglang.srt.batch_invariant_ops import batch_invariant_ops
+
+    monkeypatch.setattr(batch_invariant_ops, "_few_rows_device", lambda a: True)
+    return batch_invariant_ops
+
+
+def _tile(bio, m, n, k, dtype=BF16):
+    return bio._few_rows_tile(torch.empty(m, k, dtype=dtype), m, n, k)
+
+
+def test_rows_above_the_limit_keep_the_persistent_kernel(bio):
+    assert bio.FEW_ROWS_MAX_M == 256
+    assert _tile(bio, 256, 5120, 5120) is not None
+    assert _tile(bio, 257, 5120, 5120) is None
+    assert _tile(bio, 1, 5120, 5120, torch.int8) is None
+
+
+def test_the_switch_keeps_the_persistent_kernel(bio, monkeypatch):
+    monkeypatch.setattr(bio, "_ENABLE_MM_FEW_ROWS", False)
+    assert _tile(bio, 1, 5120, 5120) is None
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "tile"),
+    [  # the rule as 0008's commit message and docs state it, Qwen3.5-27B's shapes
+        (1, 16384, 5120, (16, 64, 128, 2, 4)),
+        (4, 5120, 17408, (16, 32, 256, 2, 4)),
+        (16, 1024, 1024, (16, 16, 256, 2, 4)),
+        (1, 96, 5120, (16, 16, 256, 2, 6)),
+        (64, 96, 5120, (64, 32, 128, 4, 5)),
+        (32, 34816, 5120, (32, 64, 128, 2, 4)),
+        (32, 5120, 6144, (16, 32, 256, 2, 4)),
+        (64, 248320, 5120, (64, 128, 128, 4, 4)),
+        (64, 5120, 17408, (64, 64, 128, 4, 5)),
+        (128, 16384, 5120, (128, 128, 128, 8, 3)),
+        (256, 16384, 5120, (128, 128, 64, 8, 3)),
+        (192, 5120, 6144, (64, 128, 128, 4, 4)),
+        (256, 5120, 17408, (128, 128, 128, 8, 3)),
+    ],
+)
+def test_tiles_follow_the_rule(bio, m, n, k, tile):
+    assert _tile(bio, m, n, k) == tile
+
+
+@pytest.mark.parametrize("dtype", [BF16, FP16, FP32])
+def test_the_padded_k_is_the_persistent_kernels_and_shared_memory_fits(bio, dtype):
+    base = bio._MATMUL_PERSISTENT_CONFIGS[dtype]["BLOCK_SIZE_K"]
+    for m in (1, 17, 33, 65, 200):
+        for n in (16, 96, 1000, 5120, 16384):
+            for k in (16, 64, 100, 128, 192, 1000, 4160, 5120, 6144, 17408):
+                bm, bn, bk, _, stages = _tile(bio, m, n, k, dtype)
+                assert bk % base == 0
+                assert math.ceil(k / bk) * bk == math.ceil(k / base) * base, (m, n, k, bk)
+                assert (bm + bn) * bk * dtype.itemsize * stages <= bio._SMEM_BUDGET
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "tile", "bias", "row_major"),
+    [
+        (3, 40, 200, (16, 16, 64, 2, 2), True, False),  # N and K off the tile
+        (20, 33, 130, (16, 32, 128, 2, 2), False, True),  # two M tiles, a row-major weight
+        (5, 96, 256, (64, 64, 128, 4, 2), True, False),
+    ],
+)
+def test_the_kernel_computes_the_product_and_writes_m_rows(bio, m, n, k, tile, bias, row_major):
+    gen = torch.Generator().manual_seed(m)
+    a = torch.randn(m, k, generator=gen)
+    weight = torch.randn(n, k, generator=gen)
+    b = torch.randn(n, generator=gen) if bias else None
+    weight_t = weight.t().contiguous() if row_major else weight.t()
+    buf = torch.full((m + 5, n), float("nan"))
+    out = bio._matmul_few_rows_triton(a, weight_t, buf[:m], b, tile)
+    expected = a.double() @ weight.double().t() + (b.double() if bias else 0)
+    assert torch.allclose(out.double(), expected, rtol=1e-4, atol=1e-4)
+    assert torch.isnan(buf[m:]).all()
