@@ -42,11 +42,20 @@ def make_layer(s: AttnShape):
     return backends.attention_layer(0, s.config)
 
 
-def make_backend(s: AttnShape, *, num_tokens_per_req: int, verify_as_decode: bool):
+def make_backend(
+    s: AttnShape,
+    *,
+    num_tokens_per_req: int,
+    verify_as_decode: bool,
+    kv_dtype: torch.dtype = torch.bfloat16,
+    page_size: int = 1,
+):
     """A TritonAttnBackend for the target model under deterministic inference.
 
     ``verify_as_decode`` True is what ``__init__`` derives for a speculative target
-    in a tree with patch 0006; False is the backend's previous verify path.
+    in a tree with patch 0006; False is the backend's previous verify path. The KV
+    pool holds ``kv_dtype`` (``torch.float8_e4m3fn``: sglang's FP8 E4M3 KV cache) in
+    pages of ``page_size`` tokens, read through a translator of that page size.
     """
     backend = backends.triton_attention_backend(
         s.config,
@@ -55,9 +64,33 @@ def make_backend(s: AttnShape, *, num_tokens_per_req: int, verify_as_decode: boo
         req_rows=s.req_rows,
         context=s.context,
         num_tokens_per_req=num_tokens_per_req,
-        dtype=torch.bfloat16,
+        dtype=kv_dtype,
         device="cpu",
     )
+    if page_size != 1:
+        from sglang.srt.mem_cache.kv_index_translator import KVIndexTranslator
+        from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+        pool = MHATokenToKVPool(
+            size=s.slots,
+            page_size=page_size,
+            dtype=kv_dtype,
+            head_num=s.kv_heads,
+            head_dim=s.dim,
+            layer_num=1,
+            device="cpu",
+            enable_memory_saver=False,
+            enable_alt_stream=False,
+        )
+        backend.token_to_kv_pool = pool
+        backend.kv_index_translator = KVIndexTranslator(
+            req_to_token=backend.req_to_token,
+            token_to_kv_pool_allocator=None,
+            token_to_kv_pool=pool,
+            page_size=page_size,
+            device="cpu",
+        )
+        backend.page_size = page_size
     backend.verify_as_decode = verify_as_decode
     return backend
 

@@ -12,7 +12,8 @@ and benchmark/gpu/gpu_verify_parity.py commit through the real kernel.)
 The backend: the real ``GDNAttnBackend.forward_extend`` target-verify branch, with
 the flag on and off (``helpers.backend_rig``: real sglang objects and tensors, no
 ``__init__``), against Base decode of the same rows with sglang's single-token
-``causal_conv1d_update`` first.
+``causal_conv1d_update`` first; and its ``forward_decode``, which under the flag
+must launch the kernel verify launches, with verify's compile-time arguments.
 
 The reference everywhere is ``gdn_parity.drift.reference.decode_token_by_token``.
 """
@@ -24,6 +25,7 @@ import torch
 
 from gdn_parity.drift.reference import ConvInputs, decode_token_by_token
 from helpers.backend_rig import BackendRig, Shape, make_layer
+from helpers.launches import recorded_launches
 
 
 def _rows(n: int, d: int, h: int, hv: int, k: int, v: int, gen: torch.Generator):
@@ -172,3 +174,49 @@ def test_flag_off_takes_the_default_kernel_which_drifts(sglang_tree, batch):
     _, state = _verify(False, layer, pools, x, a, b)
     _, ref_states, _ = _decode(layer, pools, x, a, b)
     assert not torch.equal(state.intermediate_ssm[0, : S.n], ref_states)
+
+
+def test_flag_on_decode_runs_the_kernel_and_arguments_verify_runs(sglang_tree, batch):
+    """The flag's wiring through the backend: ``GDNAttnBackend.forward_decode`` passes
+    ``exact_parity`` down, so each decode step launches the steps kernel with verify's
+    compile-time arguments (T = 1 against verify's T = D), which is the one binary the
+    GPU's bitwise parity rests on, and its outputs and states equal verify's rows and
+    snapshots. Under the interpreter 0.5.23's packed decode kernel computes the same
+    numbers as the steps kernel, so the launch is what tells them apart here: with
+    ``exact_parity=False`` in forward_decode, decode launches that kernel and this fails.
+    """
+    from sglang.kernels.ops.attention.fla import fused_recurrent
+
+    kernels = (
+        fused_recurrent.fused_recurrent_gated_delta_rule_packed_decode_kernel,
+        fused_recurrent.fused_recurrent_gated_delta_rule_packed_steps_kernel,
+    )
+    layer, pools, x, a, b = batch
+    rids = ["r0", "r1"]
+    positions = torch.arange(S.n * S.d)
+    input_ids = torch.zeros(S.n * S.d, dtype=torch.long)
+    with recorded_launches(*kernels) as verify_launches:
+        out, state = _verify(True, layer, pools, x, a, b)
+
+    rig = BackendRig(0, S, INDICES, torch.bfloat16, "cpu", exact_parity=True)
+    rig.state.conv[0][0].copy_(pools[0])
+    rig.state.temporal[0].copy_(pools[1])
+    decoded, states = [], []
+    with recorded_launches(*kernels) as decode_launches:
+        for t in range(S.d):
+            rows = torch.arange(S.n) * S.d + t
+            step = rig.decode(
+                layer, x[rows], a[rows], b[rows], rids, positions[rows], input_ids[rows]
+            )
+            decoded.append(step)
+            states.append(rig.state.temporal[0][INDICES.long()].clone())
+
+    (verify_launch,) = verify_launches
+    assert verify_launch.kernel == "fused_recurrent_gated_delta_rule_packed_steps_kernel"
+    assert verify_launch.args["T"] == S.d
+    assert [launch.kernel for launch in decode_launches] == [verify_launch.kernel] * S.d
+    for launch in decode_launches:
+        assert launch.args["T"] == 1
+        assert launch.constexprs == verify_launch.constexprs
+    assert torch.equal(torch.stack(decoded, 1), out)
+    assert torch.equal(torch.stack(states, 1), state.intermediate_ssm[0, : S.n])

@@ -16,6 +16,11 @@ draft step has put the drafts' slots), into the metadata's ``kv_indices``; under
 CUDA graphs that is the existing ``cuda_graph_kv_indices``, so the route adds
 no index buffer of ``max_num_tokens x context_len``.
 
+What a row passes to the decode kernel besides its KV ids (an FP8 KV pool's
+scales, attention sinks, the pool's page size) is checked on the rows and on the
+kernel launches themselves (``helpers.launches``): verify must launch decode's
+kernels with decode's compile-time arguments, the binary decode runs.
+
 The patch's registered CUDA test, which builds the backend with its own
 ``__init__`` from sglang's attention test kit, runs here too, in an interpreter
 of its own (the kit changes process-wide state), under the Triton interpreter at
@@ -28,6 +33,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from helpers.launches import recorded_launches
 from helpers.registered import run_registered
 from helpers.triton_attn_rig import AttnShape, decode_batch, make_backend, make_layer, verify_batch
 
@@ -229,6 +235,111 @@ def test_previous_verify_path_differs_from_decode(case):
     assert not torch.equal(extend, decode)
     # ...but it attends over the same keys: the rows agree to bf16 rounding.
     torch.testing.assert_close(extend, decode, atol=2e-2, rtol=2e-2)
+
+
+# --- what a row passes to the decode kernel besides its KV ids ---------------
+
+# Each case: the backend's keyword arguments, the layer's (k, v) scales, sinks or not.
+ROW_ARGUMENTS = {
+    # The reporter's KV cache: FP8 E4M3 with per-layer scales, which fold into the
+    # softmax scale (k) and the output (v).
+    "fp8-e4m3-kv-scales": (dict(kv_dtype=torch.float8_e4m3fn), (0.75, 1.5), False),
+    # Attention sinks (gpt-oss): one logit per head in every softmax.
+    "sinks": ({}, None, True),
+    # A paged pool of 16-token pages (PAGE_SIZE=16 kernels).
+    "paged-16": (dict(page_size=16), None, False),
+}
+
+
+def _paged_slots(gen: torch.Generator, page: int = 16) -> torch.Tensor:
+    """Each request's slots, whole pages of consecutive slots as a paged allocator
+    gives them (page 0 left out: slot 0 is the padding sink)."""
+    n, per_req = len(PREFIX), -(-S.context // page)
+    pages = torch.randperm(S.slots // page - 1, generator=gen)[: n * per_req] + 1
+    slots = (pages[:, None] * page + torch.arange(page)).view(n, -1)
+    return slots[:, : S.context].contiguous()
+
+
+def _decode_kernels():
+    from sglang.kernels.ops.attention import decode_attention
+
+    return (
+        decode_attention._fwd_kernel_stage1,
+        decode_attention._fwd_grouped_kernel_stage1,
+        decode_attention._fwd_kernel_stage2,
+    )
+
+
+@pytest.mark.parametrize("name", list(ROW_ARGUMENTS))
+def test_verify_rows_pass_decodes_kernel_arguments(case, name):
+    """FP8 KV scales, sinks and the pool's page size reach the decode kernel from
+    verify's rows as they do from ``forward_decode``: the rows equal decode's bitwise,
+    and every launch has decode's kernel, compile-time arguments (PAGE_SIZE, HAS_SINK)
+    and softmax and value scales. On the GPU a compile-time argument picks the binary,
+    and bitwise equality rests on decode and verify running one. PAGE_SIZE only
+    rewrites a slot's address as page and offset, which for the kernel's 3-D KV
+    buffers is the same address, so ``page_size=1`` in verify changes no number, only
+    the binary; ``k_descale = 1.0`` and a dropped ``sinks`` change the rows too."""
+    backend_kwargs, scales, with_sinks = ROW_ARGUMENTS[name]
+    _, k, v, q = case
+    slots = _paged_slots(torch.Generator().manual_seed(16))
+    layer = make_layer(S)
+    if scales is not None:
+        layer.k_scale, layer.v_scale = (torch.tensor(x) for x in scales)
+        layer.k_scale_float, layer.v_scale_float = scales
+    sinks = torch.linspace(-1.0, 2.0, S.heads) if with_sinks else None
+
+    def backend():
+        b = make_backend(S, num_tokens_per_req=W, verify_as_decode=True, **backend_kwargs)
+        pool = b.token_to_kv_pool
+        for i, row in enumerate(REQ_ROWS):
+            length = int(PREFIX[i]) + W
+            b.req_to_token[row, :length] = slots[i, :length].int()
+            pool.set_kv_buffer(
+                layer, slots[i, :length], k[i, :length].clone(), v[i, :length].clone(),
+                layer.k_scale, layer.v_scale,
+            )  # fmt: skip
+        return b
+
+    decode_backend = backend()
+    rows = torch.empty(len(PREFIX), W, S.heads * S.dim, dtype=torch.bfloat16)
+    with recorded_launches(*_decode_kernels()) as decode_launches:
+        for j in range(W):
+            seq_lens = PREFIX + j + 1
+            loc = slots[torch.arange(len(PREFIX)), seq_lens.long() - 1]
+            fb = decode_batch(REQ_ROWS, seq_lens, loc)
+            decode_backend.init_forward_metadata(fb)
+            rows[:, j] = decode_backend.forward_decode(
+                q[:, j], None, None, layer, fb, save_kv_cache=False, sinks=sinks
+            )
+
+    verify_backend = backend()
+    draft_locs = torch.cat([slots[i, int(p) : int(p) + W] for i, p in enumerate(PREFIX)])
+    fb = verify_batch(REQ_ROWS, PREFIX, draft_locs, W)
+    verify_backend.init_forward_metadata(fb)
+    with recorded_launches(*_decode_kernels()) as verify_launches:
+        out = verify_backend.forward_extend(
+            q.reshape(-1, S.heads * S.dim), None, None, layer, fb, save_kv_cache=False,
+            sinks=sinks,
+        )  # fmt: skip
+
+    assert torch.equal(out, rows.reshape(-1, S.heads * S.dim))
+
+    def launched(launches):
+        return {(x.kernel, x.constexprs, x.scalars) for x in launches}
+
+    assert verify_launches, "verify launched no decode kernel"
+    assert launched(verify_launches) == launched(decode_launches)
+    # The case is live: the argument it is about reaches decode's own launches.
+    constexprs = [dict(x.constexprs) for x in decode_launches]
+    scalars = [dict(x.scalars) for x in decode_launches]
+    if name == "paged-16":
+        assert {c.get("PAGE_SIZE") for c in constexprs} == {16, None}  # stage 2 has none
+    if name == "sinks":
+        assert any(c.get("HAS_SINK") for c in constexprs)
+    if name == "fp8-e4m3-kv-scales":
+        assert 1.5 in {s.get("v_scale") for s in scalars}
+        assert layer.scaling * 0.75 in {s.get("sm_scale_withk") for s in scalars}
 
 
 def _blocker(attn_type, ragged_mode: str = "static"):
