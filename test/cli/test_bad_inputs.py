@@ -715,6 +715,26 @@ def test_another_python_without_sglang_is_refused(verb, tmp_path, run_cli):
 
 
 @pytest.mark.parametrize("verb", ["status", "apply"])
+def test_python_is_found_as_a_shell_finds_it(verb, tmp_path, run_cli):
+    """A relative path is from the caller's directory, a bare name is looked up on PATH. Before:
+    the interpreter ran from /, so ``--python venv/bin/python`` said "cannot run ... No such
+    file or directory" for an interpreter that was there."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").symlink_to(sys.executable)  # a Python without sglang
+    found = f"no sglang package is installed for {bin_dir / 'python'}"
+    for name in ("venv/bin/python", "./venv/bin/python"):
+        assert_refused(run_cli(verb, "--python", name, cwd=tmp_path), found)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    assert_refused(run_cli(verb, "--python", "python", env=env, cwd=tmp_path / "venv"), found)
+    assert_refused(
+        run_cli(verb, "--python", "gdn-parity-no-such-python", cwd=tmp_path),
+        "argument --python: 'gdn-parity-no-such-python' is not a program on PATH (a file here "
+        "is ./gdn-parity-no-such-python)",
+    )
+
+
+@pytest.mark.parametrize("verb", ["status", "apply"])
 def test_two_targets_at_once_are_refused(verb, tmp_path, run_cli):
     proc = run_cli(verb, str(tmp_path), "--python", sys.executable)
     assert_refused(proc, "not allowed with argument")

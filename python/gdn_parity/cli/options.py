@@ -76,6 +76,20 @@ def path(text: str) -> Path:
     return Path(text)
 
 
+def program(text: str) -> Path:
+    """An argparse type: a program as a shell finds it, as an absolute path (it may be run
+    from another directory). A name with a ``/`` is a path from the current directory; a
+    bare name is looked up on ``PATH``."""
+    if "/" in text or not text:
+        return path(text).absolute()
+    found = shutil.which(text)
+    if found is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a program on PATH (a file here is ./{text})"
+        )
+    return Path(found).absolute()
+
+
 def port(text: str) -> int:
     try:
         value = int(text)
