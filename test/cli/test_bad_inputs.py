@@ -272,6 +272,18 @@ def test_demo_refuses_an_output_directory_it_cannot_write(option, tmp_path, run_
     assert _files(tmp_path) == {"a-file": b"keep me\n"}
 
 
+def test_demo_refuses_a_trace_file_before_it_probes_demo_out(tmp_path, run_cli):
+    """``demo --trace FILE`` with the default --out. Before: demo-out/ was made and removed
+    again (its probe came first) before --trace was refused, which the directory it sits in
+    shows in its modification time."""
+    (tmp_path / "a-file").write_text("keep me\n")
+    before = tmp_path.stat().st_mtime_ns
+    proc = run_cli("demo", "--trace", "a-file", cwd=tmp_path)
+    assert_refused(proc, "--trace a-file exists and is not a directory")
+    assert _files(tmp_path) == {"a-file": b"keep me\n"}
+    assert tmp_path.stat().st_mtime_ns == before
+
+
 @pytest.mark.skipif(CUDA, reason="this machine has CUDA: the refusal is for machines without it")
 @pytest.mark.parametrize("verb", ["demo", "harness-server"])
 def test_cuda_without_cuda_is_refused_at_start_up(verb, tmp_path, run_cli):

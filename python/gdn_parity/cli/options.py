@@ -136,15 +136,25 @@ def probability_list(text: str) -> list[float]:
     return values
 
 
-def writable_dir(directory: Path, option: str) -> None:
-    """Refuse, before any work, a directory that exists as something else or cannot be written.
+def writable_dirs(*wanted: tuple[Path | None, str]) -> None:
+    """Refuse, before any work, a directory (``(path, option)``; a None path is not asked
+    for) that exists as something else or cannot be written.
 
-    Nothing is left behind: the verb makes the directory when it has something to write.
-    The test is the real thing (make it, or a file in it, and remove it again), because
-    permission bits say nothing for root or on special file systems.
+    Every directory is looked at before any is probed: a probe makes its directory for a
+    moment, so a refusal that needs no probe must not come after one. Nothing is left
+    behind: the verb makes the directory when it has something to write. The probe is the
+    real thing (make it, or a file in it, and remove it again), because permission bits say
+    nothing for root or on special file systems.
     """
-    if directory.exists() and not directory.is_dir():
-        raise GdnParityError(f"{option} {directory} exists and is not a directory")
+    asked = [(directory, option) for directory, option in wanted if directory is not None]
+    for directory, option in asked:
+        if directory.exists() and not directory.is_dir():
+            raise GdnParityError(f"{option} {directory} exists and is not a directory")
+    for directory, option in asked:
+        _probe(directory, option)
+
+
+def _probe(directory: Path, option: str) -> None:
     made = first_missing(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
