@@ -305,12 +305,15 @@ def test_cuda_without_cuda_is_refused_at_start_up(verb, tmp_path, run_cli):
         (["--patches", "{tmp}/nowhere", "harness-server", "--trace", "{out}"],
          "/nowhere has no series file"),
         (["harness-server", "--port", "{taken}", "--trace", "{out}"], "cannot listen on"),
+        (["demo", "--out", "{out}", "--trace", "/proc/gdn-parity-trace"],
+         "--trace /proc/gdn-parity-trace cannot be written: No such file or directory"),
     ],
 )  # fmt: skip
 def test_a_refusal_does_not_make_the_output_directory_even_for_a_moment(args, message, tmp_path,
                                                                         run_cli):  # fmt: skip
     """Before: --out (or harness-server's --trace) was made and removed again before these
-    refusals, which the directory it sits in shows in its modification time."""
+    refusals, which the directory it sits in shows in its modification time; and --out's
+    probe made it for a moment when --trace's failed after it (the probes now make nothing)."""
     parent = tmp_path / "parent"
     parent.mkdir()
     out = parent / "demo-out"

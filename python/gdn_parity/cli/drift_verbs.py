@@ -135,7 +135,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     draft_tokens = max([*args.gammas, args.natural_gamma]) + 1
     workers = min(plan.jobs, len(plan.variants))
     _check_fits(args.device, args.size, args.dtype, args.ssm_dtype, batch, draft_tokens, workers)
-    # The last checks, as each probe makes its directory for a moment.
     writable_dirs((plan.out_dir, "--out"), (plan.trace_dir, "--trace"))
     _warn_about_size(args.command, args.device, args.size)
     report, holds = run_demo(series, plan)
@@ -168,7 +167,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     )
     series = series_of(args)
     out_dir: Path = args.out
-    writable_dirs((out_dir, "--out"))  # the last check, as it makes the directory for a moment
+    writable_dirs((out_dir, "--out"))
     plan = CostPlan(
         variants=args.variants,
         size=args.size,
@@ -197,7 +196,7 @@ def cmd_harness_server(args: argparse.Namespace) -> int:
     variant = variant_named(args.variant)
     server = listen(args.host, args.port)
     trace_dir: Path | None = args.trace
-    writable_dirs((trace_dir, "--trace"))  # the last check, as it makes the directory for a moment
+    writable_dirs((trace_dir, "--trace"))
     _warn_about_size(args.command, args.device, args.size)
     plan = ServerPlan(
         variant=variant,

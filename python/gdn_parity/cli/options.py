@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.metadata
 import math
+import os
 import re
 import shutil
 import tempfile
@@ -12,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
-from gdn_parity.paths import first_missing
 from gdn_parity.queue.series import Series, load_series
 
 
@@ -138,13 +139,11 @@ def probability_list(text: str) -> list[float]:
 
 def writable_dirs(*wanted: tuple[Path | None, str]) -> None:
     """Refuse, before any work, a directory (``(path, option)``; a None path is not asked
-    for) that exists as something else or cannot be written.
+    for) that exists as something else or cannot be written; every one is looked at before
+    any is probed.
 
-    Every directory is looked at before any is probed: a probe makes its directory for a
-    moment, so a refusal that needs no probe must not come after one. Nothing is left
-    behind: the verb makes the directory when it has something to write. The probe is the
-    real thing (make it, or a file in it, and remove it again), because permission bits say
-    nothing for root or on special file systems.
+    The probes make nothing, so a refused verb leaves the file system as it was; the verb
+    makes each directory when it has something to write.
     """
     asked = [(directory, option) for directory, option in wanted if directory is not None]
     for directory, option in asked:
@@ -155,15 +154,23 @@ def writable_dirs(*wanted: tuple[Path | None, str]) -> None:
 
 
 def _probe(directory: Path, option: str) -> None:
-    made = first_missing(directory)
+    """Refuse ``directory`` unless a file can be written where making it begins: in it when it
+    exists, else in the nearest directory above it.
+
+    The test is the real thing, because permission bits say nothing for root or on special
+    file systems: a file is opened there, unnamed (``O_TMPFILE``, which changes nothing on
+    Linux's local file systems; where a file system lacks it, Python's ``TemporaryFile``
+    names the file and removes it at once).
+    """
+    start = directory
+    while not os.path.lexists(start):
+        start = start.parent
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
+        if not start.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{start} is not a directory")
+        with tempfile.TemporaryFile(dir=start):
             pass
     except OSError as exc:
         raise GdnParityError(
             f"{option} {directory} cannot be written: {exc.strerror or exc}"
         ) from exc
-    finally:
-        if made is not None:
-            shutil.rmtree(made, ignore_errors=True)
