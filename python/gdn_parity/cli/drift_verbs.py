@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gdn_parity.cli.options import (
     int_at_least,
+    integer,
     path,
     port,
     positive_int,
@@ -319,7 +320,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         + "; ".join(f"{v.name} ({v.description})" for v in VARIANTS)
         + f"; default {','.join(DEMO_VARIANTS)}",
     )
-    p.add_argument("--seed", type=int, default=0, help="the drafter's seed")
+    p.add_argument("--seed", type=integer, default=0, help="the drafter's seed")
     p.add_argument(
         "--out", type=path, default="demo-out", help="table, raw results and figure (demo-out/)"
     )

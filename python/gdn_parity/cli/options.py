@@ -52,14 +52,19 @@ def require_extra(extra: str, verb: str) -> None:
         )
 
 
+def integer(text: str) -> int:
+    """An argparse type: an integer (argparse's own ``int`` says "invalid int value")."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
 def int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type: an integer no smaller than ``low``."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        value = integer(text)
         if value < low:
             raise argparse.ArgumentTypeError(f"{text!r} must be at least {low}")
         return value
