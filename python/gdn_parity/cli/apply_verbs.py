@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from gdn_parity.apply.choose import open_target
 from gdn_parity.apply.package import python_sglang, site_packages_sglang
-from gdn_parity.apply.target import Target, open_target
+from gdn_parity.apply.target import Target
 from gdn_parity.cli.options import path, program, series_of
 from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.changes import FileChange, series_changes
