@@ -1,5 +1,5 @@
-"""Every path of this repository that the README, docs/*.md, benchmark/README.md and pyproject.toml
-name exists.
+"""Every path of this repository that the README, docs/*.md, the PR texts (docs/pr/),
+benchmark/README.md and pyproject.toml name exists.
 
 Paths of sglang's tree (``python/sglang/...``, ``test/registered/...``, its docs) are
 not this repository's and are left alone. The measured pages under ``benchmark/results/``
@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = sorted(
     [ROOT / "README.md", ROOT / "pyproject.toml", ROOT / "benchmark" / "README.md"]
     + list((ROOT / "docs").glob("*.md"))
+    + list((ROOT / "docs" / "pr").glob("*.md"))
 )
 # A path from the repository's top, as the documents write it (a glob such as patches/*.patch
 # counts when it matches).

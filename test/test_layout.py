@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "python" / "gdn_parity"
+TESTS = Path(__file__).resolve().parent
+PACKAGE = TESTS.parent / "python" / "gdn_parity"
 # A package's modules may not import these packages.
 FORBIDDEN = {
     "queue": {"gdn_parity.drift", "gdn_parity.debug", "gdn_parity.apply", "gdn_parity.cli"},
@@ -121,3 +122,14 @@ def test_the_circle_rule_sees_a_circle_and_only_a_circle(tmp_path):
     module.write_text("from gdn_parity.cli import main\nfrom gdn_parity.errors import E\n")
     known = {"gdn_parity.cli", "gdn_parity.cli.main", "gdn_parity.errors"}
     assert _imported_modules(module, known) == {"gdn_parity.cli.main", "gdn_parity.errors"}
+
+
+def test_the_tests_that_drive_the_patched_sglang_are_in_test_srt():
+    """The design card's layout: the tests of the patched sglang, one module per patch, are in
+    test/srt/ (sglang's own name for them); our package's tests are in a folder per package."""
+    per_patch = sorted(p.relative_to(TESTS) for p in TESTS.rglob("test_[0-9][0-9][0-9][0-9]_*.py"))
+    assert per_patch, "no module per patch"
+    assert [p for p in per_patch if p.parts[0] != "srt"] == []
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert folders - packages == {"srt"}
