@@ -128,7 +128,7 @@ def generate(base_url: str, payload: dict, timeout: float) -> Generation:
         raise GdnParityError(f"{url} closed the connection without an answer ({exc})") from exc
     try:
         answer = json.loads(body)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError: bytes in no UTF
         said = _gist(body, content_type) or "an empty body"
         raise GdnParityError(
             f"{url} answered HTTP {status} with something that is not JSON: {said}"
