@@ -6,7 +6,7 @@ pool of 10240 x 3, D draft tokens): verify_input and the D verify_step snapshots
 for every layer, then the post_commit of all layers. Rows: no filter, one layer
 (SGLANG_GDN_STATE_TRACE_LAYERS), one request (SGLANG_GDN_STATE_TRACE_RIDS).
 
-    python benchmark/state_trace_overhead.py --tree /tmp/gdn-parity-gpu/patched
+    python benchmark/gpu/state_trace_overhead.py --tree /tmp/gdn-parity-gpu/patched
 """
 
 from __future__ import annotations

@@ -7,17 +7,24 @@ line; the tool's output (a traceback, pip's resolver report, git's hunks) is kep
 
 from __future__ import annotations
 
+import os
 import signal
 import tempfile
 import time
 from pathlib import Path
 
+from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.cache import cache_dir
 
 
 def log_path(what: str) -> Path:
     """A new, empty log file ``logs/<time>-<what>-<unique>.log`` in the cache."""
     directory = cache_dir() / "logs"
+    if os.path.lexists(directory) and not directory.is_dir():
+        raise GdnParityError(
+            f"{directory} is not a directory, so the cache has nowhere to keep a failure's "
+            f"detail: remove it (rm {directory}) and retry, and gdn-parity makes logs/ again"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     prefix = f"{time.strftime('%Y%m%d-%H%M%S')}-{what}-"
     handle, name = tempfile.mkstemp(prefix=prefix, suffix=".log", dir=directory)

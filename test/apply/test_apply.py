@@ -278,6 +278,8 @@ def test_cli_python_targets_another_environments_sglang(installed_site, tmp_path
     before = snapshot(package)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     assert f"{package}: unpatched" in run_cli("status", "--python", str(python), env=env).stdout
+    relative = run_cli("status", "--python", "server-venv/bin/python", env=env, cwd=tmp_path)
+    assert f"{package}: unpatched" in relative.stdout, relative.stderr  # from the caller's cwd
     applied = run_cli("apply", "--python", str(python), env=env)
     assert applied.returncode == 0, applied.stderr
     assert f"in {package}" in applied.stdout

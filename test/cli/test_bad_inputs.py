@@ -26,9 +26,15 @@ from gdn_parity.queue.base import fetch_wheel
 from helpers.cli import assert_refused, is_note, scratch_cache_in, sigint_as_a_terminal
 
 HEADER = {"type": "header", "format": "sglang-gdn-state-trace", "version": 1}
-VERBS = sorted(
-    next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
-)
+
+
+def _verb_parsers() -> dict[str, argparse.ArgumentParser]:
+    return next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices
+
+
+VERBS = sorted(_verb_parsers())
 # What each verb needs before an unknown argument is the only thing wrong.
 REQUIRED = {
     "apply": ["TARGET"],
@@ -235,6 +241,7 @@ def test_ctrl_c_exits_130_with_a_short_message():
     [
         (["--jobs", "0"], "argument --jobs: '0' must be at least 1"),
         (["--jobs", "x"], "argument --jobs: 'x' is not an integer"),
+        (["--seed", "x"], "argument --seed: 'x' is not an integer"),
         (["--gammas", "1,,2"], "argument --gammas: '1,,2' is not a comma-separated list"),
         (["--gammas", "1,"], "is not a comma-separated list of integers"),
         (["--gammas", "a"], "is not a comma-separated list of integers"),
@@ -272,6 +279,18 @@ def test_demo_refuses_an_output_directory_it_cannot_write(option, tmp_path, run_
     assert _files(tmp_path) == {"a-file": b"keep me\n"}
 
 
+def test_demo_refuses_a_trace_file_before_it_probes_demo_out(tmp_path, run_cli):
+    """``demo --trace FILE`` with the default --out. Before: demo-out/ was made and removed
+    again (its probe came first) before --trace was refused, which the directory it sits in
+    shows in its modification time."""
+    (tmp_path / "a-file").write_text("keep me\n")
+    before = tmp_path.stat().st_mtime_ns
+    proc = run_cli("demo", "--trace", "a-file", cwd=tmp_path)
+    assert_refused(proc, "--trace a-file exists and is not a directory")
+    assert _files(tmp_path) == {"a-file": b"keep me\n"}
+    assert tmp_path.stat().st_mtime_ns == before
+
+
 @pytest.mark.skipif(CUDA, reason="this machine has CUDA: the refusal is for machines without it")
 @pytest.mark.parametrize("verb", ["demo", "harness-server"])
 def test_cuda_without_cuda_is_refused_at_start_up(verb, tmp_path, run_cli):
@@ -293,12 +312,15 @@ def test_cuda_without_cuda_is_refused_at_start_up(verb, tmp_path, run_cli):
         (["--patches", "{tmp}/nowhere", "harness-server", "--trace", "{out}"],
          "/nowhere has no series file"),
         (["harness-server", "--port", "{taken}", "--trace", "{out}"], "cannot listen on"),
+        (["demo", "--out", "{out}", "--trace", "/proc/gdn-parity-trace"],
+         "--trace /proc/gdn-parity-trace cannot be written: No such file or directory"),
     ],
 )  # fmt: skip
 def test_a_refusal_does_not_make_the_output_directory_even_for_a_moment(args, message, tmp_path,
                                                                         run_cli):  # fmt: skip
     """Before: --out (or harness-server's --trace) was made and removed again before these
-    refusals, which the directory it sits in shows in its modification time."""
+    refusals, which the directory it sits in shows in its modification time; and --out's
+    probe made it for a moment when --trace's failed after it (the probes now make nothing)."""
     parent = tmp_path / "parent"
     parent.mkdir()
     out = parent / "demo-out"
@@ -572,6 +594,19 @@ def test_an_error_found_by_the_verb_names_the_verb(verb, tmp_path, run_cli):
     assert _files(tmp_path) == {"a-file": b"keep me\n"}
 
 
+def test_no_option_takes_argparses_own_number_types():
+    """argparse's ``int`` and ``float`` say "invalid int value: 'x'" where the options of
+    cli/options.py say "'x' is not an integer". Before: --seed did."""
+    parsers = [build_parser(), *_verb_parsers().values()]
+    bare = [
+        f"{parser.prog} {'/'.join(action.option_strings) or action.dest}"
+        for parser in parsers
+        for action in parser._actions
+        if action.type in (int, float)
+    ]
+    assert bare == []
+
+
 @pytest.mark.parametrize("verb", VERBS)
 def test_an_unknown_option_is_named_before_missing_arguments(verb, run_cli):
     """``status --bogus`` is a typo, not a call without a target."""
@@ -712,6 +747,26 @@ def test_another_python_without_sglang_is_refused(verb, tmp_path, run_cli):
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     assert_refused(run_cli(verb, "--site-packages", env=env), "no sglang package is installed")
+
+
+@pytest.mark.parametrize("verb", ["status", "apply"])
+def test_python_is_found_as_a_shell_finds_it(verb, tmp_path, run_cli):
+    """A relative path is from the caller's directory, a bare name is looked up on PATH. Before:
+    the interpreter ran from /, so ``--python venv/bin/python`` said "cannot run ... No such
+    file or directory" for an interpreter that was there."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").symlink_to(sys.executable)  # a Python without sglang
+    found = f"no sglang package is installed for {bin_dir / 'python'}"
+    for name in ("venv/bin/python", "./venv/bin/python"):
+        assert_refused(run_cli(verb, "--python", name, cwd=tmp_path), found)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    assert_refused(run_cli(verb, "--python", "python", env=env, cwd=tmp_path / "venv"), found)
+    assert_refused(
+        run_cli(verb, "--python", "gdn-parity-no-such-python", cwd=tmp_path),
+        "argument --python: 'gdn-parity-no-such-python' is not a program on PATH (a file here "
+        "is ./gdn-parity-no-such-python)",
+    )
 
 
 @pytest.mark.parametrize("verb", ["status", "apply"])

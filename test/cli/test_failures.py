@@ -199,7 +199,8 @@ def test_workers_that_crash_alike_are_named_together(broken_series, scratch, run
 def test_an_exception_in_the_worker_pools_thread_is_one_line(scratch_cache, tmp_path, run_cli):
     """The cache's logs/ is a file, so the thread that would start the worker cannot make
     the worker's log. Before: threading's traceback of that thread on stderr, then an
-    internal error about a KeyError (the job without a result) in place of the cause."""
+    internal error about a KeyError (the job without a result) in place of the cause; then
+    one line that said only "File exists"; now the line names logs/ and what to do."""
     (scratch_cache / "logs").write_text("not a directory\n")
     proc = run_cli(
         "demo", "--variants", "exact-parity", "--tokens", "2", "--gammas", "1",
@@ -209,5 +210,10 @@ def test_an_exception_in_the_worker_pools_thread_is_one_line(scratch_cache, tmp_
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     *notes, error = proc.stderr.splitlines()
     assert all(is_note(line, "demo") for line in notes), proc.stderr
-    assert error == f"gdn-parity demo: error: {scratch_cache}/logs: File exists"
+    logs = scratch_cache / "logs"
+    assert error == (
+        f"gdn-parity demo: error: {logs} is not a directory, so the cache has nowhere to keep "
+        f"a failure's detail: remove it (rm {logs}) and retry, and gdn-parity makes logs/ again"
+    )
+    assert logs.read_text() == "not a directory\n"
     assert not (tmp_path / "demo-out").exists()

@@ -40,6 +40,26 @@ def test_version_with_other_arguments_is_a_usage_error(args, extra, run_cli):
     assert proc.stdout == ""
 
 
+@pytest.mark.parametrize(
+    "args,help_of",
+    [
+        (["--help", "--version"], []),
+        (["--version", "--help"], []),
+        (["--version", "-h"], []),
+        (["--vers", "--he"], []),
+        (["--version", "demo", "--help"], ["demo"]),
+        (["demo", "--help", "--version"], ["demo"]),
+    ],
+)
+def test_help_beside_version_prints_the_help_in_either_order(args, help_of, run_cli):
+    """One rule: --help answers, whatever its place. Before: ``--help --version`` printed the
+    help, and ``--version --help`` was refused as --version with another argument."""
+    proc = run_cli(*args)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    assert proc.stdout == run_cli(*help_of, "--help").stdout
+    assert proc.stdout.startswith(f"usage: {' '.join(['gdn-parity', *help_of])} [-h]")
+
+
 def test_the_top_level_says_what_the_tool_is_and_its_exit_codes(run_cli):
     out = " ".join(run_cli("--help").stdout.split())
     assert "``" not in out and "command line." not in out

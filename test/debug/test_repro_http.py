@@ -171,10 +171,12 @@ def _stub(respond):
         server.shutdown()
 
 
-def _reply(status: int, body: bytes):
+def _reply(status: int, body: bytes, content_type: str | None = None):
     def respond(handler):
         handler.send_response(status)
         handler.send_header("Content-Length", str(len(body)))
+        if content_type:
+            handler.send_header("Content-Type", content_type)
         handler.end_headers()
         handler.wfile.write(body)
 
@@ -237,9 +239,15 @@ def _close(handler):
         ),
         (
             _reply(502, b"<html>\n<body>\n  Bad   gateway\n</body>\n</html>\n"),
-            "answered HTTP 502 Bad Gateway: <html> <body> Bad gateway </body> </html>",
+            "answered HTTP 502 Bad Gateway: an HTML page",
         ),
-        (_reply(200, b"<html>"), "answered with something that is not JSON"),
+        (
+            _reply(500, b"Server error:\n" + b"x" * 500),
+            "answered HTTP 500 Internal Server Error: Server error: " + "x" * 106 + "...",
+        ),
+        (_reply(200, b"<html>"), "answered HTTP 200 OK with something that is not JSON: an HTML"),
+        (_reply(200, b""), "answered HTTP 200 OK with something that is not JSON: an empty body"),
+        (_reply(200, b"\x80\x00 not text"), "answered HTTP 200 OK with something that is not JSON"),
         (_reply(200, b'{"text": "hi"}'), "answered without output_ids (got ['text'])"),
         (_hang, "did not answer within 1 s"),
         (_close, "closed the connection without an answer"),
@@ -248,7 +256,10 @@ def _close(handler):
         "http-error",
         "404-empty-body",
         "multi-line-body",
+        "long-body",
         "not-json",
+        "empty-200",
+        "not-utf8",
         "no-output-ids",
         "timeout",
         "closed",
@@ -258,6 +269,38 @@ def test_a_bad_server_gets_a_clear_error(respond, message, run_cli):
     with _stub(respond) as url, _stub(_outputs([1])) as good:
         proc = run_cli("repro", "--base-url", good, "--spec-url", url, "--timeout", "1")
     assert_refused(proc, message)
+
+
+# nginx's own error page, padding comments and all (about 600 bytes).
+NGINX_502 = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.24.0</center>\r\n"
+    b"</body>\r\n</html>\r\n"
+    + b"<!-- a padding to disable MSIE and Chrome friendly error page -->\r\n"
+    * 6
+)
+SIGN_IN = (
+    "<!DOCTYPE html>\n<html><head>\n<title>\n  Sign in \u2013 Proxy\n</title>".encode() + b" " * 400
+)
+
+
+@pytest.mark.parametrize(
+    "status,page,said",
+    [
+        (502, NGINX_502, "HTTP 502 Bad Gateway: an HTML page titled '502 Bad Gateway'"),
+        (200, SIGN_IN, "HTTP 200 OK with something that is not JSON: an HTML page titled "
+                       "'Sign in \u2013 Proxy'"),
+    ],
+    ids=["proxy-error-page", "login-page"],
+)  # fmt: skip
+def test_an_html_page_is_named_by_its_status_and_title(status, page, said, run_cli):
+    """An HTML page where sglang's JSON should be: a proxy's error page, a login page. Before:
+    the page's first 300 characters, markup and all, on the error's line (430 characters for
+    nginx's), and for a page served with 200 its first 200 bytes, without the status."""
+    with _stub(_reply(status, page, "text/html")) as url, _stub(_outputs([1])) as good:
+        proc = run_cli("repro", "--base-url", good, "--spec-url", url)
+    assert_refused(proc, "")
+    assert proc.stderr == f"gdn-parity repro: error: {url}/generate answered {said}\n"
 
 
 def test_an_unreachable_server_gets_a_clear_error(run_cli):

@@ -15,8 +15,6 @@ from typing import Protocol
 
 from gdn_parity.errors import GdnParityError
 from gdn_parity.queue.changes import FileChange
-from gdn_parity.queue.git import is_git_repo
-from gdn_parity.queue.series import Series
 
 
 class State(Enum):
@@ -144,22 +142,3 @@ def file_status(
             if holds[c.path] is not expected
         ],
     )
-
-
-def open_target(path: Path, series: Series) -> Target:
-    """A git checkout's top level is a checkout; any other directory an installed package.
-
-    The target is checked (``Target.check``) before it is returned.
-    """
-    from gdn_parity.apply.checkout import CheckoutTarget
-    from gdn_parity.apply.package import PackageTarget
-
-    if not path.exists():
-        raise GdnParityError(f"{path} does not exist")
-    if not path.is_dir():
-        raise GdnParityError(f"{path} is not a directory: name an sglang checkout or package")
-    target: Target = (
-        CheckoutTarget(path, series) if is_git_repo(path) else PackageTarget(path, series)
-    )
-    target.check()
-    return target

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from gdn_parity.apply.choose import open_target
 from gdn_parity.apply.package import python_sglang, site_packages_sglang
-from gdn_parity.apply.target import Target, open_target
-from gdn_parity.cli.options import path, series_of
+from gdn_parity.apply.target import Target
+from gdn_parity.cli.options import path, program, series_of
 from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.changes import FileChange, series_changes
 from gdn_parity.queue.series import Series
@@ -79,7 +80,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         where.add_argument(
             "--python",
             metavar="PYTHON",
-            type=path,
+            type=program,
             help="the sglang that this interpreter imports, e.g. /path/to/venv/bin/python",
         )
         where.add_argument(

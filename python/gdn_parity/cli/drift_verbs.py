@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gdn_parity.cli.options import (
     int_at_least,
+    integer,
     path,
     port,
     positive_int,
@@ -15,7 +16,7 @@ from gdn_parity.cli.options import (
     probability_list,
     require_extra,
     series_of,
-    writable_dir,
+    writable_dirs,
 )
 from gdn_parity.drift.model.config import SIZES
 from gdn_parity.drift.model.server.padding import MAX_BATCH
@@ -135,10 +136,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     draft_tokens = max([*args.gammas, args.natural_gamma]) + 1
     workers = min(plan.jobs, len(plan.variants))
     _check_fits(args.device, args.size, args.dtype, args.ssm_dtype, batch, draft_tokens, workers)
-    # The last checks, as each makes its directory for a moment: a refusal changes nothing.
-    writable_dir(plan.out_dir, "--out")
-    if plan.trace_dir is not None:
-        writable_dir(plan.trace_dir, "--trace")
+    writable_dirs((plan.out_dir, "--out"), (plan.trace_dir, "--trace"))
     _warn_about_size(args.command, args.device, args.size)
     report, holds = run_demo(series, plan)
     print(report, end="")
@@ -170,7 +168,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     )
     series = series_of(args)
     out_dir: Path = args.out
-    writable_dir(out_dir, "--out")  # the last check, as it makes the directory for a moment
+    writable_dirs((out_dir, "--out"))
     plan = CostPlan(
         variants=args.variants,
         size=args.size,
@@ -199,8 +197,7 @@ def cmd_harness_server(args: argparse.Namespace) -> int:
     variant = variant_named(args.variant)
     server = listen(args.host, args.port)
     trace_dir: Path | None = args.trace
-    if trace_dir is not None:  # the last check, as it makes the directory for a moment
-        writable_dir(trace_dir, "--trace")
+    writable_dirs((trace_dir, "--trace"))
     _warn_about_size(args.command, args.device, args.size)
     plan = ServerPlan(
         variant=variant,
@@ -323,7 +320,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         + "; ".join(f"{v.name} ({v.description})" for v in VARIANTS)
         + f"; default {','.join(DEMO_VARIANTS)}",
     )
-    p.add_argument("--seed", type=int, default=0, help="the drafter's seed")
+    p.add_argument("--seed", type=integer, default=0, help="the drafter's seed")
     p.add_argument(
         "--out", type=path, default="demo-out", help="table, raw results and figure (demo-out/)"
     )

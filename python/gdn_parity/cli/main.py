@@ -79,10 +79,13 @@ class Parser(argparse.ArgumentParser):
             (file or sys.stderr).write(message)
 
     def _version(self, args: list[str]) -> NoReturn:
-        """Print the version and exit; refuse a command line that holds anything else."""
-        if len(args) != 1:
-            others = list(args)  # less the option itself, as typed (argparse takes "--vers")
-            others.remove(next(a for a in args if len(a) > 2 and "--version".startswith(a)))
+        """Print the version and exit; refuse a command line that holds anything else, but
+        ``--help``: one rule in either order, ``--help`` answers (as beside any argument)."""
+        others = list(args)  # less the option itself, as typed (argparse takes "--vers")
+        others.remove(next(a for a in args if len(a) > 2 and "--version".startswith(a)))
+        if _asks_for_help(others):
+            super().parse_known_args(others)  # prints the help asked for, and exits
+        if others:
             raise UsageError(
                 self._line(f"argument --version: takes no other arguments: {' '.join(others)}")
             )
@@ -138,6 +141,12 @@ class VerbParser(Parser):
         if extras:
             self.refuse_unknown(extras)
         return namespace, extras
+
+
+def _asks_for_help(args: list[str]) -> bool:
+    """``args`` hold ``-h`` or ``--help`` (or its abbreviation) before any ``--``."""
+    options = args[: args.index("--")] if "--" in args else args
+    return any(a == "-h" or (len(a) > 3 and "--help".startswith(a)) for a in options)
 
 
 @contextmanager

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.metadata
 import math
+import os
 import re
 import shutil
 import tempfile
@@ -12,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
-from gdn_parity.paths import first_missing
 from gdn_parity.queue.series import Series, load_series
 
 
@@ -51,14 +52,19 @@ def require_extra(extra: str, verb: str) -> None:
         )
 
 
+def integer(text: str) -> int:
+    """An argparse type: an integer (argparse's own ``int`` says "invalid int value")."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
 def int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type: an integer no smaller than ``low``."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        value = integer(text)
         if value < low:
             raise argparse.ArgumentTypeError(f"{text!r} must be at least {low}")
         return value
@@ -74,6 +80,20 @@ def path(text: str) -> Path:
     if not text:
         raise argparse.ArgumentTypeError("'' is an empty path (the current directory is .)")
     return Path(text)
+
+
+def program(text: str) -> Path:
+    """An argparse type: a program as a shell finds it, as an absolute path (it may be run
+    from another directory). A name with a ``/`` is a path from the current directory; a
+    bare name is looked up on ``PATH``."""
+    if "/" in text or not text:
+        return path(text).absolute()
+    found = shutil.which(text)
+    if found is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a program on PATH (a file here is ./{text})"
+        )
+    return Path(found).absolute()
 
 
 def port(text: str) -> int:
@@ -122,24 +142,40 @@ def probability_list(text: str) -> list[float]:
     return values
 
 
-def writable_dir(directory: Path, option: str) -> None:
-    """Refuse, before any work, a directory that exists as something else or cannot be written.
+def writable_dirs(*wanted: tuple[Path | None, str]) -> None:
+    """Refuse, before any work, a directory (``(path, option)``; a None path is not asked
+    for) that exists as something else or cannot be written; every one is looked at before
+    any is probed.
 
-    Nothing is left behind: the verb makes the directory when it has something to write.
-    The test is the real thing (make it, or a file in it, and remove it again), because
-    permission bits say nothing for root or on special file systems.
+    The probes make nothing, so a refused verb leaves the file system as it was; the verb
+    makes each directory when it has something to write.
     """
-    if directory.exists() and not directory.is_dir():
-        raise GdnParityError(f"{option} {directory} exists and is not a directory")
-    made = first_missing(directory)
+    asked = [(directory, option) for directory, option in wanted if directory is not None]
+    for directory, option in asked:
+        if directory.exists() and not directory.is_dir():
+            raise GdnParityError(f"{option} {directory} exists and is not a directory")
+    for directory, option in asked:
+        _probe(directory, option)
+
+
+def _probe(directory: Path, option: str) -> None:
+    """Refuse ``directory`` unless a file can be written where making it begins: in it when it
+    exists, else in the nearest directory above it.
+
+    The test is the real thing, because permission bits say nothing for root or on special
+    file systems: a file is opened there, unnamed (``O_TMPFILE``, which changes nothing on
+    Linux's local file systems; where a file system lacks it, Python's ``TemporaryFile``
+    names the file and removes it at once).
+    """
+    start = directory
+    while not os.path.lexists(start):
+        start = start.parent
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
+        if not start.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{start} is not a directory")
+        with tempfile.TemporaryFile(dir=start):
             pass
     except OSError as exc:
         raise GdnParityError(
             f"{option} {directory} cannot be written: {exc.strerror or exc}"
         ) from exc
-    finally:
-        if made is not None:
-            shutil.rmtree(made, ignore_errors=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import urllib.error
 import urllib.parse
@@ -70,12 +71,31 @@ def check_base_url(base_url: str) -> None:
         raise GdnParityError(f"{base_url!r} is not an http(s) URL such as http://host:30000")
 
 
+SAID_AT_MOST = 120  # characters of a body that is not sglang's answer, on the error's line
+
+
+def _gist(body: bytes, content_type: str) -> str:
+    """What a body that is not sglang's answer says, short enough for one line: an HTML page
+    (a proxy's or a login's) by its title, any other text cut at ``SAID_AT_MOST`` characters;
+    '' for an empty body."""
+    text = body.decode(errors="replace")
+    if "html" in content_type.lower() or text.lstrip().startswith("<"):
+        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+        name = " ".join(re.sub(r"<[^>]*>", "", title.group(1)).split()) if title else ""
+        return f"an HTML page titled {_cut(name)!r}" if name else "an HTML page"
+    return _cut(" ".join(text.split()))
+
+
+def _cut(text: str) -> str:
+    """``text`` at most ``SAID_AT_MOST`` characters (``...`` where cut), printable only."""
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= SAID_AT_MOST else text[:SAID_AT_MOST] + "..."
+
+
 def _http_error(url: str, exc: urllib.error.HTTPError) -> str:
     """One line: the status, its reason and what the body said (or that it was empty)."""
     status = " ".join(str(part) for part in (exc.code, exc.reason) if part)
-    said = " ".join(exc.read().decode(errors="replace").split())
-    if len(said) > 300:
-        said = said[:300] + "..."
+    said = _gist(exc.read(), exc.headers.get("Content-Type", ""))
     line = f"{url} answered HTTP {status}" + (f": {said}" if said else " with an empty body")
     if exc.code == 404:
         line += " (no /generate there: --base-url and --spec-url are a server's root URL)"
@@ -94,6 +114,8 @@ def generate(base_url: str, payload: dict, timeout: float) -> Generation:
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
+            status = " ".join(str(part) for part in (response.status, response.reason) if part)
+            content_type = response.headers.get("Content-Type", "")
     except urllib.error.HTTPError as exc:
         raise GdnParityError(_http_error(url, exc)) from exc
     except urllib.error.URLError as exc:
@@ -106,9 +128,10 @@ def generate(base_url: str, payload: dict, timeout: float) -> Generation:
         raise GdnParityError(f"{url} closed the connection without an answer ({exc})") from exc
     try:
         answer = json.loads(body)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError: bytes in no UTF
+        said = _gist(body, content_type) or "an empty body"
         raise GdnParityError(
-            f"{url} answered with something that is not JSON: {body[:200]!r}"
+            f"{url} answered HTTP {status} with something that is not JSON: {said}"
         ) from exc
     if not isinstance(answer, dict) or not isinstance(answer.get("output_ids"), list):
         keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__

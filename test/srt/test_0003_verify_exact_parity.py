@@ -7,7 +7,7 @@ rows are fed one token at a time from the committed state. After the real
 commit of any accepted length, the persistent state equals Base decode's, and
 the next round continues from it. (sglang's scatter kernel refuses CPU tensors,
 so the commit here is the same byte copy in torch; the CUDA test in patch 0003
-and benchmark/gpu/gpu_verify_parity.py commit through the real kernel.)
+and benchmark/gpu/verify_parity.py commit through the real kernel.)
 
 The backend: the real ``GDNAttnBackend.forward_extend`` target-verify branch, with
 the flag on and off (``helpers.backend_rig``: real sglang objects and tensors, no
