@@ -7,7 +7,8 @@ run under ``TRITON_INTERPRET=1`` with the fixes of ``gdn_parity.sandbox``.
 
 Markers: ``needs_tree`` (the pinned wheel and a materialised tree: the network
 on the first run, the cache after it) and ``slow`` (more than a few seconds).
-``pytest -m "not needs_tree and not slow"`` runs the pure tests offline in seconds.
+``pytest -m "not needs_tree and not slow"`` runs the pure tests offline (about two minutes on 2
+cores).
 """
 
 from __future__ import annotations
