@@ -256,6 +256,11 @@ def test_ctrl_c_exits_130_with_a_short_message():
         (["--variants", "0.5.23,nightly"], "argument --variants: no variant 'nightly'"),
         (["--variants", "0.5.23,0.5.23"], "argument --variants: '0.5.23,0.5.23' names a variant"),
         (["--tokens", "1"], "argument --tokens: '1' must be at least 2"),
+        # Before: accepted; the workers overflowed and the error's reason was a lone '"'.
+        (["--tokens", "99999999999999999999"], "argument --tokens: '99999999999999999999' must"),
+        # Before: a warning, then minutes of work until the host ran out of memory.
+        (["--size", "27b"], "--size 27b is a GPU size (26.9 B parameters;"),
+        (["--size", "27b-8l"], "--size 27b-8l is a GPU size (5.6 B parameters;"),
         (["--natural-gamma", "0"], "argument --natural-gamma: '0' must be at least 1"),
         (["--frobnicate"], "gdn-parity demo: error: unrecognized arguments: --frobnicate"),
         (["--batch", "4"], "--batch: the row-wise stack serves one request"),
@@ -764,8 +769,8 @@ def test_python_is_found_as_a_shell_finds_it(verb, tmp_path, run_cli):
     assert_refused(run_cli(verb, "--python", "python", env=env, cwd=tmp_path / "venv"), found)
     assert_refused(
         run_cli(verb, "--python", "gdn-parity-no-such-python", cwd=tmp_path),
-        "argument --python: 'gdn-parity-no-such-python' is not a program on PATH (a file here "
-        "is ./gdn-parity-no-such-python)",
+        "argument --python: 'gdn-parity-no-such-python' is not a program on PATH (to run a file "
+        "in this directory, write ./gdn-parity-no-such-python)",
     )
 
 

@@ -44,13 +44,16 @@ def broken_series(series, scratch, run_cli) -> tuple[Path, Path]:
     assert made.returncode == 0, made.stderr
     with (tree / BROKEN_MODULE).open("a") as module:
         module.write(f"import {MISSING}\n")
+    identity = ["-c", "user.name=gdn-parity test", "-c", "user.email=test@gdn-parity.invalid"]
     for args in (["add", BROKEN_MODULE], ["commit", "-q", "-m", "Break an import"]):
-        subprocess.run(["git", "-C", str(tree), *args], check=True)
+        # As a developer commits, but with an identity of its own: a new machine has none.
+        subprocess.run(["git", *identity, "-C", str(tree), *args], check=True)
     exported = run_cli("--patches", str(patches), "export", "--tree", str(tree), env=env)
     assert exported.returncode == 0, exported.stderr
     return patches, tree
 
 
+@pytest.mark.needs_tree  # the scratch cache shares the session's base
 def test_a_patch_that_does_not_apply_is_one_line(series, scratch, run_cli):
     """Before: the failed hunks on lines of their own under the error."""
     root, env = scratch
@@ -73,6 +76,7 @@ def test_a_patch_that_does_not_apply_is_one_line(series, scratch, run_cli):
     assert not (root / "tree").exists()
 
 
+@pytest.mark.needs_tree  # the scratch cache shares the session's base
 def test_a_failed_git_am_in_a_checkout_is_one_line(series, scratch, run_cli):
     """The user's git refuses the commits (here a hook; on a new machine, no identity).
     Before: git's output, a dozen lines for a missing identity, under the error."""
@@ -135,6 +139,7 @@ def test_an_empty_gdn_parity_cache_means_the_default_cache(series, tmp_path, run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
 
 
+@pytest.mark.needs_tree  # the scratch cache shares the session's base
 def test_a_patched_sglang_that_does_not_import_fails_smoke_on_one_line(broken_series, scratch,
                                                                        run_cli):  # fmt: skip
     """Before: the import's traceback under the error."""
@@ -151,6 +156,7 @@ def test_a_patched_sglang_that_does_not_import_fails_smoke_on_one_line(broken_se
 
 
 @pytest.mark.slow
+@pytest.mark.needs_tree
 def test_a_crashed_demo_worker_is_one_line(broken_series, scratch, run_cli):
     """The worker of the series' variant cannot import its sglang. Before: its stderr's
     last 3000 characters (a traceback) under the error."""
@@ -173,6 +179,7 @@ def test_a_crashed_demo_worker_is_one_line(broken_series, scratch, run_cli):
 
 
 @pytest.mark.slow
+@pytest.mark.needs_tree
 def test_workers_that_crash_alike_are_named_together(broken_series, scratch, run_cli):
     """Both variants of the series fail on one import. Before: the same error once per
     worker, joined on the line."""

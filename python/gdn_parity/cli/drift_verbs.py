@@ -29,6 +29,7 @@ SSM_DTYPES = ("bfloat16", "float16", "float32")
 ACTIVATION_DTYPES = ("bfloat16", "float16")
 DEMO_VARIANTS = ("0.5.23", "beta-aligned", "exact-parity")
 DEFAULT_BATCH = 5  # the server stack's: padded to 8 in a Base server's decode
+MAX_TOKENS = 100_000  # the KV cache and the recorded rows grow with it: beyond, a run fills memory
 COST_VARIANTS = [v.name for v in VARIANTS if v.isolate is None]  # the server configurations
 # The harness server runs the row-wise stack, which has no deterministic-inference variant.
 SERVER_VARIANTS = [v.name for v in VARIANTS if not v.deterministic]
@@ -60,15 +61,23 @@ def _check_fits(
     device: str, size: str, dtype: str, ssm_dtype: str, requests: int, draft_tokens: int,
     workers: int,
 ) -> None:  # fmt: skip
-    """Refuse a model that cannot fit the GPU, ``workers`` copies at once."""
+    """Refuse a GPU size on the CPU, and a model that cannot fit the GPU, ``workers`` copies
+    at once."""
+    config = SIZES[size]
     if device != "cuda":
+        if config.gpu_only:
+            raise GdnParityError(
+                f"--size {size} is a GPU size ({config.parameters() / 1e9:.1f} B parameters; "
+                "on CPU the Triton interpreter would take days and the host run out of "
+                "memory): pass --device cuda, or --size tiny on CPU"
+            )
         return
     import torch
 
     from gdn_parity.drift.model.footprint import fit_problem
 
     problem = fit_problem(
-        SIZES[size],
+        config,
         getattr(torch, dtype).itemsize,
         getattr(torch, ssm_dtype).itemsize,
         requests,
@@ -193,6 +202,7 @@ def cmd_harness_server(args: argparse.Namespace) -> int:
     from gdn_parity.drift.run.variants import variant_tree
 
     _check_device(args.device)
+    _check_fits(args.device, args.size, "bfloat16", args.ssm_dtype, 1, args.gamma + 1, 1)
     series = series_of(args)
     variant = variant_named(args.variant)
     server = listen(args.host, args.port)
@@ -262,7 +272,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "state stays bfloat16, as sglang's SGLANG_MAMBA_CONV_DTYPE default",
     )
     p.add_argument(
-        "--tokens", type=int_at_least(2), default=32, help="new tokens per mode (default 32)"
+        "--tokens",
+        type=int_at_least(2, MAX_TOKENS),
+        default=32,
+        help=f"new tokens per mode (default 32, at most {MAX_TOKENS})",
     )
     p.add_argument(
         "--gammas",
@@ -336,8 +349,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         description="For each variant and batch size: build the server stack, prefill every "
         "request, and time one decode forward and one verify forward per --gamma of the "
         "padded batch, replayed as a CUDA graph where the capture succeeds (median of "
-        "--replays). Variants run one after another. Writes cost.md and cost.json under "
-        "--out. Needs --device cuda; 2 on bad input.",
+        "--replays), beside its floor: the bytes the step must move over the copy bandwidth "
+        "measured in the run. Variants run one after another. Writes cost.md and cost.json "
+        "under --out. Needs --device cuda; 2 on bad input.",
     )
     _model_arguments(p, on_gpu=True)
     p.add_argument(

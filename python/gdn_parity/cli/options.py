@@ -60,13 +60,15 @@ def integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
-def int_at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer no smaller than ``low``."""
+def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer no smaller than ``low`` (and no larger than ``high``)."""
 
     def parse(text: str) -> int:
         value = integer(text)
         if value < low:
             raise argparse.ArgumentTypeError(f"{text!r} must be at least {low}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at most {high}")
         return value
 
     return parse
@@ -91,7 +93,7 @@ def program(text: str) -> Path:
     found = shutil.which(text)
     if found is None:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a program on PATH (a file here is ./{text})"
+            f"{text!r} is not a program on PATH (to run a file in this directory, write ./{text})"
         )
     return Path(found).absolute()
 

@@ -46,6 +46,7 @@ class ModelConfig:
     attn_output_gate: bool = False  # q_proj also yields a per-head gate: out * sigmoid(gate)
     partial_rotary_factor: float = 1.0  # rotary on the first head_dim * factor dims
     init_on_device: bool = False  # draw the weights with the device's generator
+    gpu_only: bool = False  # too large for the CPU: the interpreter and the host's memory
 
     def is_gdn(self, layer: int) -> bool:
         return (layer + 1) % self.full_attention_interval != 0
@@ -133,6 +134,7 @@ _QWEN35_27B = ModelConfig(
     attn_output_gate=True,
     partial_rotary_factor=0.25,
     init_on_device=True,
+    gpu_only=True,
 )
 SIZES["27b"] = _QWEN35_27B
 SIZES["27b-8l"] = dataclasses.replace(_QWEN35_27B, name="27b-8l", layers=8)
