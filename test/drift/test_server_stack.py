@@ -250,7 +250,7 @@ def test_qwen35_27b_attention_in_both_stacks(sglang_tree, monkeypatch):
 
     gated = dataclasses.replace(
         SIZES["tiny"], name="tiny-gated", attn_output_gate=True, partial_rotary_factor=0.5,
-        rope_theta=1e7, init_on_device=True,
+        rope_theta=1e7, gpu_only=True,
     )  # fmt: skip
     monkeypatch.setitem(SIZES, "tiny-gated", gated)
     assert SIZES["27b"].attn_q_dim == 2 * 24 * 256 and SIZES["27b"].rotary_dim == 64

@@ -12,9 +12,9 @@ rotary on a quarter of each head (rope theta 1e7), GDN with 16 q/k heads and 48 
 of 128, vocabulary 248320 (the model's config.json, as in THUDM/slime's
 ``scripts/models/qwen3.5-27B.sh``; sglang's ``qwen3_5.py`` reads ``attn_output_gate`` and
 ``partial_rotary_factor``). ``27b-8l`` has the same layers, 8 of them (6 GDN, 2 attention):
-for token-identity runs, where the per-layer shapes matter and the depth does not. Their
-weights are drawn on the device (``init_on_device``): 27B parameters drawn on a CPU would
-take minutes and twice the weights' size in host memory.
+for token-identity runs, where the per-layer shapes matter and the depth does not. They are
+GPU sizes (``gpu_only``): refused on CPU, and their weights drawn on the device, as 27B
+parameters drawn on a CPU would take minutes and twice the weights' size in host memory.
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ class ModelConfig:
     seed: int = 0
     attn_output_gate: bool = False  # q_proj also yields a per-head gate: out * sigmoid(gate)
     partial_rotary_factor: float = 1.0  # rotary on the first head_dim * factor dims
-    init_on_device: bool = False  # draw the weights with the device's generator
-    gpu_only: bool = False  # too large for the CPU: the interpreter and the host's memory
+    # Too large for the CPU (the interpreter, the host's memory): the CLI refuses it there,
+    # and its weights are drawn with the device's generator.
+    gpu_only: bool = False
 
     def is_gdn(self, layer: int) -> bool:
         return (layer + 1) % self.full_attention_interval != 0
@@ -133,7 +134,6 @@ _QWEN35_27B = ModelConfig(
     rope_theta=10_000_000.0,
     attn_output_gate=True,
     partial_rotary_factor=0.25,
-    init_on_device=True,
     gpu_only=True,
 )
 SIZES["27b"] = _QWEN35_27B

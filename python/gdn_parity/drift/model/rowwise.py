@@ -27,14 +27,15 @@ def gated_rms_norm(
 
 
 def rope(
-    x: torch.Tensor, position: int, theta: float, rotary_dim: int | None = None
+    x: torch.Tensor, position: int | torch.Tensor, theta: float, rotary_dim: int | None = None
 ) -> torch.Tensor:
-    """Rotary embedding (rotate-half) of ``x`` ``[heads, head_dim]`` at ``position``, on the
-    first ``rotary_dim`` dims of each head (all of them by default)."""
+    """Rotary embedding (rotate-half) of ``x`` ``[..., heads, head_dim]`` at ``position`` (an
+    int, or positions shaped to broadcast against ``x`` without its last dim), on the first
+    ``rotary_dim`` dims of each head (all of them by default). Elementwise per row."""
     rot = x.shape[-1] if rotary_dim is None else rotary_dim
     half = rot // 2
     freqs = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
-    angle = position * freqs
+    angle = torch.as_tensor(position, dtype=torch.float32, device=x.device)[..., None] * freqs
     cos, sin = angle.cos(), angle.sin()
     x1, x2 = x.float()[..., :half], x.float()[..., half:rot]
     rotated = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).to(x.dtype)

@@ -145,7 +145,7 @@ def _attention(c: ModelConfig, init: _Init, residual_scale: float) -> AttentionW
 
 def make_weights(config: ModelConfig, device: str, dtype: torch.dtype = DTYPE) -> ModelWeights:
     """The seeded weights of ``config`` in ``dtype`` (sglang's ``--dtype``; A_log in fp32)."""
-    init = _Init(config.seed, device, dtype, config.init_on_device)
+    init = _Init(config.seed, device, dtype, config.gpu_only)
     residual_scale = 1 / math.sqrt(2 * config.layers)
     layers = []
     for layer in range(config.layers):

@@ -45,6 +45,7 @@ from gdn_parity.drift.model.commit import commit_verify
 from gdn_parity.drift.model.config import ModelConfig
 from gdn_parity.drift.model.gdn import GDNLayer
 from gdn_parity.drift.model.kernels import SglangKernels
+from gdn_parity.drift.model.rowwise import rope
 from gdn_parity.drift.model.server import backends
 from gdn_parity.drift.model.server.numerics import ServerNumerics, enable_batch_invariant_gemms
 from gdn_parity.drift.model.server.padding import padded_batch
@@ -63,21 +64,6 @@ def companion_prompts(prompt: list[int], requests: int) -> list[list[int]]:
         rotated = prompt[i:] + prompt[:i]
         prompts.append([(t + 7919 * i) % VOCAB_IDS for t in rotated[: max(1, len(prompt) - 3 * i)]])
     return prompts
-
-
-def rope(
-    x: torch.Tensor, positions: torch.Tensor, theta: float, rotary_dim: int | None = None
-) -> torch.Tensor:
-    """``rowwise.rope`` over rows ``[rows, heads, dim]`` at ``positions``: elementwise per
-    row, on the first ``rotary_dim`` dims of each head (all of them by default)."""
-    rot = x.shape[-1] if rotary_dim is None else rotary_dim
-    half = rot // 2
-    freqs = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
-    angle = positions.float()[:, None, None] * freqs
-    cos, sin = angle.cos(), angle.sin()
-    x1, x2 = x.float()[..., :half], x.float()[..., half:rot]
-    rotated = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).to(x.dtype)
-    return torch.cat([rotated, x[..., rot:]], -1) if rot < x.shape[-1] else rotated
 
 
 @dataclass
@@ -146,10 +132,12 @@ class ServerModel:
 
     def _build_layers(self) -> None:
         from sglang.kernels.ops.attention.fla.layernorm_gated import RMSNorm as RMSNormGated
+        from sglang.kernels.ops.elementwise.elementwise import fused_sigmoid_mul
         from sglang.srt.batch_invariant_ops import rms_norm_batch_invariant
 
         c, w = self.c, self.w
         self.rms_norm = rms_norm_batch_invariant
+        self.sigmoid_mul = fused_sigmoid_mul  # Qwen3.5's attention output gate
         self.layers: list[SimpleNamespace] = []
         gdn_index = attn_index = 0
         for layer, lw in enumerate(w.layers):
@@ -400,8 +388,9 @@ class ServerModel:
             q, gate = q.view(x.shape[0], c.attn_heads, -1).chunk(2, dim=-1)
         q = self.rms_norm(q.reshape(-1, c.attn_head_dim), layer.w.q_norm, c.rms_eps)
         k = self.rms_norm(k.reshape(-1, c.attn_head_dim), layer.w.k_norm, c.rms_eps)
-        q = rope(q.view(x.shape[0], -1, c.attn_head_dim), positions, c.rope_theta, c.rotary_dim)
-        k = rope(k.view(x.shape[0], -1, c.attn_head_dim), positions, c.rope_theta, c.rotary_dim)
+        rows = positions[:, None]  # one position per row, broadcast over its heads
+        q = rope(q.view(x.shape[0], -1, c.attn_head_dim), rows, c.rope_theta, c.rotary_dim)
+        k = rope(k.view(x.shape[0], -1, c.attn_head_dim), rows, c.rope_theta, c.rotary_dim)
         self._tap(layer.index, "q_norm_rope", q)
         self._tap(layer.index, "k_norm_rope", k)
         return q.reshape(x.shape[0], -1), k.reshape(x.shape[0], -1), v.contiguous(), gate
@@ -409,11 +398,7 @@ class ServerModel:
     def _gated(self, o: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
         """Attention output ``[rows, heads * head_dim]`` times sigmoid of the output gate,
         by sglang's ``fused_sigmoid_mul`` (Qwen3.5's attention), or as it is."""
-        if gate is None:
-            return o
-        from sglang.kernels.ops.elementwise.elementwise import fused_sigmoid_mul
-
-        return fused_sigmoid_mul(o, gate)
+        return o if gate is None else self.sigmoid_mul(o, gate)
 
     def _finish(self, h: torch.Tensor) -> torch.Tensor:
         normed = self.rms_norm(h, self.w.final_norm, self.c.rms_eps)
