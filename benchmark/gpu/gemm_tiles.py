@@ -4,6 +4,9 @@ persistent kernel.
 ``--sweep``: time the tree's ``matmul_kernel_few_rows`` with candidate tiles (and what
 ``_few_rows_tile`` picks) at every shape of ``gemm_study.SHAPES`` and M up to 256, and
 check each tile's bits against the persistent kernel at M = 1, 13, 64, 100, 256.
+``--grid SHAPE,...``: as ``--sweep``, at the named shapes only, over a grid of tiles
+(rows, columns, K chunk, warps, stages) for the shapes that miss the goal (16-column tiles
+for weights of at most 256 columns; 16-row tiles up to 16 rows), with K chunks up to 1024.
 ``--table``: the issue's GEMM table: per shape and M in 1, 4, 16, 64, 256, the time of
 batch-invariant mode's GEMM as the tree dispatches it (``_matmul_persistent_triton``),
 of cuBLAS and of the persistent kernel alone, with the floor (weight, activation and
@@ -12,7 +15,7 @@ output bytes over the copy bandwidth measured in the same run).
 Timing as in ``gemm_study``: CUDA-graph replays, each call on its own copy of the weight
 (cold), median and p10-p90.
 
-Usage: python gemm_tiles.py --tree TREE --out DIR (--sweep | --table)
+Usage: python gemm_tiles.py --tree TREE --out DIR (--sweep | --grid SHAPES | --table)
 """
 
 from __future__ import annotations
@@ -32,9 +35,24 @@ from gemm_study import SHAPES, bits, time_kernel  # noqa: E402
 from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
 
 # (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages), by the rows they serve
-SMALL = [(16, 64, 128, 2, 4), (16, 32, 256, 2, 4), (16, 16, 256, 2, 6), (16, 64, 256, 2, 4)]
-MID = [(32, 64, 128, 2, 4), (32, 64, 256, 4, 4), (32, 32, 256, 2, 4), (32, 128, 128, 4, 4)]
-WIDE = [(64, 128, 128, 4, 4), (64, 64, 128, 4, 5), (64, 32, 128, 4, 5), (64, 64, 256, 4, 3)]
+SMALL = [
+    (16, 64, 128, 2, 4),
+    (16, 32, 256, 2, 4),
+    (16, 16, 256, 2, 6),
+    (16, 64, 256, 2, 4),
+]
+MID = [
+    (32, 64, 128, 2, 4),
+    (32, 64, 256, 4, 4),
+    (32, 32, 256, 2, 4),
+    (32, 128, 128, 4, 4),
+]
+WIDE = [
+    (64, 128, 128, 4, 4),
+    (64, 64, 128, 4, 5),
+    (64, 32, 128, 4, 5),
+    (64, 64, 256, 4, 3),
+]
 LARGE = [
     (64, 128, 128, 4, 4),
     (128, 64, 128, 8, 3),
@@ -57,6 +75,32 @@ def candidates(m: int) -> list[tuple]:
     return LARGE
 
 
+SMEM_BUDGET = 200 * 1024  # 0008's _SMEM_BUDGET
+
+
+def grid_candidates(n: int, k: int, m: int) -> list[tuple]:
+    """Every tile of the grid that fits shared memory and the weight, for M = m."""
+    if n <= 256:
+        rows, cols, chunks = (
+            [16] + ([32, 64] if m > 16 else []),
+            [16, 32],
+            [256, 512, 1024],
+        )
+        warps, stages = [2, 4, 8], [2, 3, 4, 6]
+    else:
+        rows, cols, chunks = [16], [32, 64, 128], [128, 256]
+        warps, stages = [2, 4], [3, 4, 6]
+    return [
+        (bm, bn, bk, w, s)
+        for bm in rows
+        for bn in cols
+        for bk in chunks
+        for w in warps
+        for s in stages
+        if k % bk == 0 and (bm + bn) * bk * 2 * s <= SMEM_BUDGET
+    ]
+
+
 def name(tile: tuple) -> str:
     return "m{}n{}k{}w{}s{}".format(*tile)
 
@@ -67,6 +111,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, required=True)
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--sweep", action="store_true")
+    mode.add_argument("--grid", help="comma-separated shape names of gemm_study.SHAPES")
     mode.add_argument("--table", action="store_true")
     p.add_argument("--replays", type=int, default=10)
     args = p.parse_args()
@@ -102,25 +147,38 @@ def main() -> None:
     ms = (
         [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
         if args.sweep
-        else [1, 4, 16, 64, 256]
+        else [1, 4, 16, 64] if args.grid else [1, 4, 16, 64, 256]
     )
-    for shape, (n, k) in SHAPES.items():
+    shapes = SHAPES
+    if args.grid:
+        shapes = {s: SHAPES[s] for s in args.grid.split(",")}
+    for shape, (n, k) in shapes.items():
         gen = torch.Generator(device="cuda").manual_seed(0)
         a = torch.randn(256, k, device="cuda", generator=gen).to(torch.bfloat16)
-        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
+        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(
+            torch.bfloat16
+        )
         ref = persistent(a, w)
         entry = {"N": n, "K": k, "bits": {}, "time": {}}
-        if args.sweep:
-            tiles = {t for m in ms for t in candidates(m)}
+        if args.grid:
+            pick = {m: grid_candidates(n, k, m) for m in ms}
+        else:
+            pick = {m: candidates(m) for m in ms}
+        if args.sweep or args.grid:
+            tiles = {t for m in ms for t in pick[m]}
             for tile in sorted(tiles):
                 try:
                     entry["bits"][name(tile)] = bits(
                         tile_run(tile), a, w, ref, [1, 13, 64, 100, 256]
                     )
                 except Exception as exc:
-                    entry["bits"][name(tile)] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
+                    entry["bits"][name(tile)] = {
+                        "error": f"{type(exc).__name__}: {str(exc)[:160]}"
+                    }
         else:
-            entry["bits"]["dispatched"] = bits(dispatched, a, w, ref, list(range(1, 257)))
+            entry["bits"]["dispatched"] = bits(
+                dispatched, a, w, ref, list(range(1, 257))
+            )
         copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
         ws = [w] + [w.clone() for _ in range(copies - 1)]
         for m in ms:
@@ -134,10 +192,12 @@ def main() -> None:
                 ),  # fmt: skip
                 "persistent": time_kernel(persistent, x, ws, args.replays),
             }
-            if args.sweep:
-                for tile in candidates(m):
+            if args.sweep or args.grid:
+                for tile in pick[m]:
                     if "error" not in entry["bits"].get(name(tile), {}):
-                        row[name(tile)] = time_kernel(tile_run(tile), x, ws, args.replays)
+                        row[name(tile)] = time_kernel(
+                            tile_run(tile), x, ws, args.replays
+                        )
             else:
                 row["dispatched"] = time_kernel(dispatched, x, ws, args.replays)
             entry["time"][m] = row
@@ -145,11 +205,50 @@ def main() -> None:
         torch.cuda.empty_cache()
         result["shapes"][shape] = entry
         print(f"[{time.time() - t0:.0f}s] {shape}", flush=True)
-        out = "gemm_tiles_sweep.json" if args.sweep else "gemm_table.json"
+        out = (
+            "gemm_tiles_sweep.json"
+            if args.sweep
+            else "gemm_tiles_grid.json" if args.grid else "gemm_table.json"
+        )
         (args.out / out).write_text(json.dumps(result, indent=1))
     if args.table:
         (args.out / "gemm_table.md").write_text(table(result))
         print(table(result))
+    if args.grid:
+        (args.out / "gemm_tiles_grid.md").write_text(best(result))
+        print(best(result))
+
+
+def best(result: dict) -> str:
+    """Per shape and M: cuBLAS, the rule's tile, and the five fastest tiles whose bits are
+    the persistent kernel's."""
+    env = result["env"]
+    lines = [
+        f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}, "
+        f"copy bandwidth {env['copy_bandwidth_TBps']:.2f} TB/s",
+        "",
+        "| shape | M | floor us | cuBLAS us | rule | fastest tiles with the persistent "
+        "kernel's bits (us, / cuBLAS) | tiles timed | tiles whose bits differ |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for shape, e in result["shapes"].items():
+        differ = sorted(
+            t for t, b in e["bits"].items() if "error" in b or b["differ_ref"]
+        )
+        for m, row in e["time"].items():
+            c = row["cublas"]["median_us"]
+            timed = {
+                t: v["median_us"]
+                for t, v in row.items()
+                if t.startswith("m") and isinstance(v, dict) and t not in differ
+            }
+            top = sorted(timed.items(), key=lambda kv: kv[1])[:5]
+            lines.append(
+                f"| {shape} | {m} | {row['floor_us']:.1f} | {c:.1f} | {row['rule']} | "
+                + ", ".join(f"{t} {v:.1f} ({v / c:.2f})" for t, v in top)
+                + f" | {len(timed)} | {', '.join(differ) or 'none'} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def table(result: dict) -> str:

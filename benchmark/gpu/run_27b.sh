@@ -2,12 +2,17 @@
 # Device command for issue #24 at a Qwen3.5-27B's shapes. Carry .gpu/whl and the sglang wheel.
 # Arguments: the groups to run, in order:
 #   tiles     gemm_tiles.py --sweep: patch 0008's kernel at candidate tiles vs cuBLAS
+#   grid      gemm_tiles.py --grid GRID_SHAPES (27b.in_proj_ba,27b.o_proj): a grid of tiles,
+#             K chunks up to 1024, at the shapes that missed the goal
 #   table     gemm_tiles.py --table: the mode's GEMM as 0008 dispatches it, cuBLAS, the
 #             persistent kernel, the floor (the issue's GEMM table)
-#   tests     the series' CUDA test of 0008 (run_upstream_tests.sh, TESTS_MATCH=batch_invariant)
+#   tests     the series' CUDA tests named by TESTS_MATCH (run_upstream_tests.sh; default
+#             batch_invariant: 0008's)
 #   cost      gdn-parity cost --size 27b (64 layers), N 1,4,16,64, gamma 1,3: the 7-patch
 #             series (before 0008: 0.5.23, exact-parity, deterministic-exact-parity), then the
 #             8-patch series (deterministic-exact-parity)
+#   cost-now  the same cost table for the checkout's series alone: 0.5.23 and
+#             deterministic-exact-parity
 #   identity  gdn-parity demo --size 27b-8l: deterministic-exact-parity vs Base at batch
 #             1,4,16,64, bf16 and fp32 SSM pools, TOKENS tokens (300), forced reject gamma 1
 #             and 4, natural acceptance gamma 3; the demos side by side (BATCHES, POOLS
@@ -27,12 +32,17 @@ for group in "$@"; do
     tiles)
       timeout "${TILES_LIMIT:-240}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series --out $O \
         --sweep > $O/tiles.log 2>&1 ;;
+    grid)
+      timeout "${GRID_LIMIT:-240}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series --out $O \
+        --grid "${GRID_SHAPES:-27b.in_proj_ba,27b.o_proj}" > $O/grid.log 2>&1
+      cp $O/gemm_tiles_grid.md "$OUT/gemm_tiles_grid_$tag.md" ;;
     table)
       timeout "${TABLE_LIMIT:-180}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series --out $O \
         --table > $O/table.log 2>&1
       cp $O/gemm_table.md "$OUT/gemm_table_$tag.md" ;;
     tests)
-      TESTS_MATCH=batch_invariant TESTS_OUT=$O bash benchmark/gpu/run_upstream_tests.sh
+      TESTS_MATCH=${TESTS_MATCH:-batch_invariant} TESTS_OUT=$O timeout "${TESTS_LIMIT:-600}" \
+        bash benchmark/gpu/run_upstream_tests.sh
       cp $O/upstream_tests.log "$OUT/upstream_tests_$tag.log" ;;
     cost)
       P7=/tmp/patches7 && rm -rf $P7 && mkdir -p $P7 && cp patches/*.patch $P7/ && rm $P7/0008-*
@@ -44,6 +54,11 @@ for group in "$@"; do
       timeout "${COST_AFTER_LIMIT:-150}" python3 -m gdn_parity.cli "${C[@]}" \
         --variants deterministic-exact-parity --out $O/cost-after > $O/cost-after.log 2>&1
       cat $O/cost-before/cost.md $O/cost-after/cost.md > "$OUT/cost_$tag.md" 2>/dev/null ;;
+    cost-now)
+      timeout "${COST_NOW_LIMIT:-300}" python3 -m gdn_parity.cli cost --size 27b --batch 1,4,16,64 \
+        --gamma 1,3 --replays "${REPLAYS:-30}" --variants 0.5.23,deterministic-exact-parity \
+        --out $O/cost-now > $O/cost-now.log 2>&1
+      cp $O/cost-now/cost.md "$OUT/cost_now_$tag.md" ;;
     identity)
       for b in ${BATCHES:-1 4 16 64}; do
         for pool in ${POOLS:-bfloat16 float32}; do

@@ -1,17 +1,28 @@
 """Patch 0007: packed decode's value-tile rule, as its commit message states it.
 
-The rule narrows the tile only on SM90 (Hopper) with bf16 activations: fp32 states
-take BV=4 at every batch; 2-byte states take 4 up to 48 x 128 value rows in the
-batch (requests x value heads x head dim), 16 up to 384 x 128 and 32 beyond.
-Everything else keeps 0.5.23's tile: 32, or 8 for its SM100 shape. The expected
-tiles below are that table, written out; the GPU check that every chosen tile
-computes BV=32's bits is the patch's CUDA test.
+The rule narrows the tile only on SM90 (Hopper) with bf16 activations. Where bits
+are promised (--gdn-verify-exact-parity, whose decode and verify launch the steps
+kernel, and batch-invariant mode under --enable-deterministic-inference) the tile
+comes from the dtypes and shape alone: fp32 states take BV=4, 2-byte states 16,
+at every batch. Elsewhere fp32 states take BV=4 at every batch; 2-byte states
+take 4 up to 48 x 128 value rows in the batch (requests x value heads x head
+dim), 16 up to 384 x 128 and 32 beyond. Everything else keeps 0.5.23's tile: 32,
+or 8 for its SM100 shape at batch 1 (not under the modes, where it would follow
+the batch). The expected tiles below are that table, written out; the GPU check
+that every chosen tile computes BV=32's bits is the patch's CUDA test.
+
+The launches are recorded from the real wrappers under the interpreter: the
+padded batch of a CUDA graph differs between a Base and a speculative server
+serving the same requests, so under the modes a batch of 1 and a batch of 100
+must launch one binary.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+
+from helpers.launches import recorded_launches
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 
@@ -23,11 +34,11 @@ def _rule(monkeypatch, sm90: bool):
     return fused_recurrent._packed_block_v
 
 
-def _tile(rule, n, hv, k, act, pool):
+def _tile(rule, n, hv, k, act, pool, batch_invariant=False):
     h = max(1, hv // 3)
     mixed = torch.empty(n, 2 * h * k + hv * k, dtype=act)
     state = torch.empty(1, hv, k, k, dtype=pool)
-    return rule(mixed, state, n)
+    return rule(mixed, state, n, batch_invariant)
 
 
 @pytest.mark.parametrize(
@@ -68,3 +79,90 @@ def test_other_gpus_keep_bv32(sglang_tree, monkeypatch):
 def test_small_head_dim_caps_the_tile(sglang_tree, monkeypatch):
     rule = _rule(monkeypatch, False)
     assert _tile(rule, 1, 4, 16, BF16, BF16) == 16
+
+
+BATCHES = (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 16, 24, 64, 128, 1024)
+
+
+@pytest.mark.parametrize(
+    ("sm90", "act", "pool", "tile"),
+    [
+        (True, BF16, FP32, 4),
+        (True, BF16, BF16, 16),
+        (True, BF16, FP16, 16),
+        (True, FP16, BF16, 32),
+        (False, BF16, BF16, 32),
+        (False, BF16, FP32, 32),
+    ],
+)
+@pytest.mark.parametrize("hv", [48, 24, 12, 6, 64, 32, 16, 8])
+def test_under_the_modes_the_tile_does_not_follow_the_batch(
+    sglang_tree, monkeypatch, sm90, act, pool, tile, hv
+):
+    rule = _rule(monkeypatch, sm90)
+    assert {_tile(rule, n, hv, 128, act, pool, batch_invariant=True) for n in BATCHES} == {tile}
+
+
+def test_sm100_batch_one_tile_is_not_taken_under_the_modes(sglang_tree, monkeypatch):
+    """0.5.23's SM100 case narrows the tile at batch 1 only: under the modes it is skipped."""
+    rule = _rule(monkeypatch, False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
+    mixed = torch.empty(1, 2560, dtype=BF16)
+    state = torch.empty(1, 12, 128, 128, dtype=FP32)
+    assert rule(mixed, state, 1, False) == 8
+    assert rule(mixed, state, 1, True) == 32
+
+
+# --- the tile the real wrappers launch ------------------------------------------
+
+HV, H, K = 4, 2, 16  # BV caps at 16; the batch rule picks 4 up to 96 requests, 16 beyond
+
+
+def _launched_tiles(n: int, *, exact_parity: bool = False, verify_steps: int = 0) -> set[int]:
+    from sglang.kernels.ops.attention.fla import fused_recurrent
+
+    gen = torch.Generator().manual_seed(n)
+    rows = n * max(verify_steps, 1)
+    mixed = torch.randn(rows, 2 * H * K + HV * K, generator=gen).to(BF16)
+    a = torch.randn(rows, HV, generator=gen).to(BF16)
+    b = torch.randn(rows, HV, generator=gen).to(BF16)
+    A_log, dt_bias = torch.randn(HV, generator=gen), torch.randn(HV, generator=gen)
+    pool = torch.zeros(n, HV, K, K, dtype=BF16)
+    indices = torch.arange(n, dtype=torch.int32)
+    kernels = (
+        fused_recurrent.fused_recurrent_gated_delta_rule_packed_decode_kernel,
+        fused_recurrent.fused_recurrent_gated_delta_rule_packed_steps_kernel,
+    )
+    with recorded_launches(*kernels) as launches:
+        if verify_steps:
+            fused_recurrent.fused_recurrent_gated_delta_rule_packed_verify(
+                mixed, a, b, A_log, dt_bias, K**-0.5, pool,
+                torch.zeros(n, verify_steps, HV, K, K, dtype=BF16), indices, indices,
+                num_steps=verify_steps,
+            )  # fmt: skip
+        else:
+            fused_recurrent.fused_recurrent_gated_delta_rule_packed_decode(
+                mixed, a, b, A_log, dt_bias, K**-0.5, pool,
+                mixed.new_empty(n, 1, HV, K), indices, exact_parity=exact_parity,
+            )  # fmt: skip
+    return {dict(launch.constexprs)["BV"] for launch in launches}
+
+
+def test_flag_decode_and_verify_launch_one_tile_at_any_batch(sglang_tree, monkeypatch):
+    _rule(monkeypatch, True)
+    tiles = {
+        (n, steps): _launched_tiles(n, exact_parity=True, verify_steps=steps)
+        for n in (1, 100)
+        for steps in (0, 3)
+    }
+    assert all(launched == {16} for launched in tiles.values()), tiles
+
+
+def test_batch_invariant_mode_fixes_packed_decodes_tile(sglang_tree, monkeypatch):
+    from sglang.srt.batch_invariant_ops import batch_invariant_ops
+
+    _rule(monkeypatch, True)
+    # Control: without the mode, packed decode's tile follows the batch.
+    assert (_launched_tiles(1), _launched_tiles(100)) == ({4}, {16})
+    monkeypatch.setattr(batch_invariant_ops, "_batch_invariant_MODE", True)
+    assert (_launched_tiles(1), _launched_tiles(100)) == ({16}, {16})
