@@ -147,7 +147,9 @@ def main() -> None:
     ms = (
         [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
         if args.sweep
-        else [1, 4, 16, 64] if args.grid else [1, 4, 16, 64, 256]
+        else [1, 4, 16, 64]
+        if args.grid
+        else [1, 4, 16, 64, 256]
     )
     shapes = SHAPES
     if args.grid:
@@ -155,9 +157,7 @@ def main() -> None:
     for shape, (n, k) in shapes.items():
         gen = torch.Generator(device="cuda").manual_seed(0)
         a = torch.randn(256, k, device="cuda", generator=gen).to(torch.bfloat16)
-        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(
-            torch.bfloat16
-        )
+        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
         ref = persistent(a, w)
         entry = {"N": n, "K": k, "bits": {}, "time": {}}
         if args.grid:
@@ -172,13 +172,9 @@ def main() -> None:
                         tile_run(tile), a, w, ref, [1, 13, 64, 100, 256]
                     )
                 except Exception as exc:
-                    entry["bits"][name(tile)] = {
-                        "error": f"{type(exc).__name__}: {str(exc)[:160]}"
-                    }
+                    entry["bits"][name(tile)] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
         else:
-            entry["bits"]["dispatched"] = bits(
-                dispatched, a, w, ref, list(range(1, 257))
-            )
+            entry["bits"]["dispatched"] = bits(dispatched, a, w, ref, list(range(1, 257)))
         copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
         ws = [w] + [w.clone() for _ in range(copies - 1)]
         for m in ms:
@@ -195,9 +191,7 @@ def main() -> None:
             if args.sweep or args.grid:
                 for tile in pick[m]:
                     if "error" not in entry["bits"].get(name(tile), {}):
-                        row[name(tile)] = time_kernel(
-                            tile_run(tile), x, ws, args.replays
-                        )
+                        row[name(tile)] = time_kernel(tile_run(tile), x, ws, args.replays)
             else:
                 row["dispatched"] = time_kernel(dispatched, x, ws, args.replays)
             entry["time"][m] = row
@@ -208,7 +202,9 @@ def main() -> None:
         out = (
             "gemm_tiles_sweep.json"
             if args.sweep
-            else "gemm_tiles_grid.json" if args.grid else "gemm_table.json"
+            else "gemm_tiles_grid.json"
+            if args.grid
+            else "gemm_table.json"
         )
         (args.out / out).write_text(json.dumps(result, indent=1))
     if args.table:
@@ -232,9 +228,7 @@ def best(result: dict) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for shape, e in result["shapes"].items():
-        differ = sorted(
-            t for t, b in e["bits"].items() if "error" in b or b["differ_ref"]
-        )
+        differ = sorted(t for t, b in e["bits"].items() if "error" in b or b["differ_ref"])
         for m, row in e["time"].items():
             c = row["cublas"]["median_us"]
             timed = {

@@ -18,6 +18,11 @@
 #           norm's row blocking from the row count; the cheap stack of the cost split) at batch 1, 4 and 8 (bf16) and 4 (fp16 activations), TOKENS tokens
 #   rowwise the row-wise control (no sglang serving modules needed): torch attention and
 #           sglang's Triton attention kernels, three variants each, bf16 pool
+#   fp8kv   issue #25: an FP8 E4M3 KV cache (--kv-cache-dtype fp8_e4m3; no scales, as sglang
+#           for a checkpoint without them) in every variant: deterministic-exact-parity (the
+#           claim) and exact-parity (the flag alone: the negative control), large, bf16 SSM
+#           pool, TOKENS tokens (1000), batch 1 and 4; the two demos side by side, --jobs 2
+#           each, FP8KV_LIMIT s each (240; about 3 minutes expected, as the gemms group's)
 # The demos of consecutive groups run side by side (--jobs 5 each: the server stack is
 # host-bound); cost waits for them, to time alone.
 # Time limits (s): DEMO_LIMIT per demo (540), COST_LIMIT for the cost group (540).
@@ -78,6 +83,12 @@ for group in ${*:-smoke}; do
     fp32)
       demo fp32-batch4 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 4 --variants $SERVER
       demo fp32-batch1 $DEMO_LIMIT "${LARGE[@]}" --ssm-dtype float32 --batch 1 --variants $SERVER ;;
+    fp8kv)
+      for b in 1 4; do
+        demo fp8kv-batch$b "${FP8KV_LIMIT:-240}" "${LARGE[@]}" --tokens "${TOKENS:-1000}" \
+          --batch $b --ssm-dtype bfloat16 --kv-cache-dtype fp8_e4m3 --jobs 2 \
+          --variants exact-parity,deterministic-exact-parity
+      done ;;
     rowwise)
       RW=(--device cuda --stack rowwise --size large --tokens 1000 --gammas 1,4
         --natural-gamma 3 --accept-rates 0.9 --attribute --stop-at-divergence --jobs 3

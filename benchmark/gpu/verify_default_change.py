@@ -48,7 +48,7 @@ def measure(tree: Path, dump: Path) -> None:
         dtype, pool_dtype, h = getattr(torch, act), getattr(torch, pool_name), hv // 3
         rows = n * T
 
-        def randn(*shape):
+        def randn(*shape, gen=gen):
             return torch.randn(*shape, generator=gen, device="cuda")
 
         mixed = randn(rows, 2 * h * K + hv * V).to(dtype)
@@ -73,20 +73,21 @@ def measure(tree: Path, dump: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--out", type=Path)
+    p.add_argument("--out", type=Path, help="where the table goes (required but with --worker)")
     p.add_argument("--root", type=Path, default=Path("/tmp/gdn-parity-gpu"))
     p.add_argument("--worker", type=Path, help="internal: one tree")
-    p.add_argument(
-        "--dump", type=Path, help="internal: where the worker saves its tensors"
-    )
+    p.add_argument("--dump", type=Path, help="internal: where the worker saves its tensors")
     args = p.parse_args()
     if args.worker:
         measure(args.worker, args.dump)
         return
+    if args.out is None:
+        p.error("--out is required")
 
     import subprocess
 
     import torch
+
     from gpu_common import gpu_env
 
     series = load_series()

@@ -266,8 +266,19 @@ def test_ctrl_c_exits_130_with_a_short_message():
         (["--batch", "4"], "--batch: the row-wise stack serves one request"),
         (["--stack", "server", "--batch", "300"], "--batch 300: at most 256"),
         (["--stack", "server", "--batch", "0"], "argument --batch: '0' must be at least 1"),
+        (["--kv-cache-dtype", "fp9"], "argument --kv-cache-dtype: invalid choice: 'fp9' (choose"),
+        # the row-wise stack (the CPU default) has no sglang KV pool to quantize
+        (["--kv-cache-dtype", "fp8_e4m3"], "--kv-cache-dtype fp8_e4m3: the row-wise stack keeps "
+         "K/V in the model's dtype (it has no sglang KV pool); pass --stack server"),
+        (["--stack", "rowwise", "--kv-cache-dtype", "fp8_e4m3"], "the row-wise stack keeps K/V"),
+        (["--stack", "server", "--kv-cache-scale", "2"], "--kv-cache-scale scales K/V into a "
+         "quantized pool: pass --kv-cache-dtype fp8_e4m3 with it"),
+        (["--stack", "server", "--kv-cache-dtype", "fp8_e4m3", "--kv-cache-scale", "0"],
+         "argument --kv-cache-scale: '0' is not a positive number"),
+        (["--stack", "server", "--kv-cache-dtype", "fp8_e4m3", "--kv-cache-scale", "inf"],
+         "argument --kv-cache-scale: 'inf' is not a positive number"),
     ],
-)
+)  # fmt: skip
 def test_demo_refuses_bad_arguments_before_any_work(args, message, tmp_path, run_cli):
     proc = run_cli("demo", *args, "--out", str(tmp_path / "out"))
     assert_refused(proc, message)
@@ -310,6 +321,8 @@ def test_cuda_without_cuda_is_refused_at_start_up(verb, tmp_path, run_cli):
         (["demo", "--variants", "deterministic", "--out", "{out}"],
          "variants ['deterministic'] enable deterministic inference, which only the server "
          "stack runs: pass --stack server"),
+        (["demo", "--stack", "rowwise", "--kv-cache-dtype", "fp8_e4m3", "--out", "{out}"],
+         "--kv-cache-dtype fp8_e4m3: the row-wise stack keeps K/V in the model's dtype"),
         (["--patches", "{tmp}/nowhere", "demo", "--out", "{out}"], "/nowhere has no series file"),
         pytest.param(["demo", "--device", "cuda", "--out", "{out}"], "torch sees no CUDA device",
                      marks=pytest.mark.skipif(CUDA, reason="the refusal is for machines without "

@@ -23,7 +23,7 @@ def test_the_demo_writes_its_table_figure_results_and_traces(series, tmp_path, r
         "else one row at a time, a control that says nothing about GEMMs, attention kernels or "
         "batching): HOLDS, tokens and committed states are bitwise equal to Base in all 3 "
         "modes, for the tiny model on CPU under the Triton interpreter, 5 tokens, bfloat16 "
-        "activations, bfloat16 SSM pool, row-wise stack, torch attention"
+        "activations, bfloat16 KV cache, bfloat16 SSM pool, row-wise stack, torch attention"
     )
     assert wrote == f"wrote {out / 'demo.md'}, {out / 'demo.json'}, {out / 'drift.png'}"
     assert (out / "demo.md").read_text().splitlines()[-1] == closing
@@ -92,7 +92,7 @@ def test_on_the_server_stack_the_closing_line_judges_deterministic_exact_parity(
     assert closing.endswith(
         "): HOLDS, tokens and committed states are bitwise equal to Base in all 2 modes, for "
         "the tiny model on CPU under the Triton interpreter, 3 tokens, bfloat16 activations, "
-        "bfloat16 SSM pool, "
+        "bfloat16 KV cache, bfloat16 SSM pool, "
         "server stack (batch of 2, padded to 2 in decode and 2 in verify; sglang's Triton "
         "attention backend)"
     ), closing
@@ -113,5 +113,43 @@ def test_a_run_without_the_contracts_variant_says_it_judged_nothing(tmp_path, ru
     assert "): NOT JUDGED, this run has no exact-parity variant (add it to --variants), for " in (
         closing
     )
-    assert closing.endswith(", 2 tokens, bfloat16 activations, bfloat16 SSM pool, row-wise "
-                            "stack, torch attention"), closing  # fmt: skip
+    assert closing.endswith(", 2 tokens, bfloat16 activations, bfloat16 KV cache, bfloat16 SSM "
+                            "pool, row-wise stack, torch attention"), closing  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_an_fp8_kv_cache_reaches_every_variant_and_the_closing_line(tmp_path, run_cli):
+    """--kv-cache-dtype fp8_e4m3: every variant keeps its K/V in sglang's FP8 pool.
+    Deterministic inference with the flag stays token-identical to Base. The flag alone
+    verifies through the extend kernel, which reads the verified rows' own K/V as computed
+    (bf16) where decode reads them back from the FP8 pool: its attention now differs from
+    decode's at the anchor row (with a bf16 pool, forced reject attributes nothing there,
+    docs/drift-stacks.md). The closing line names the KV cache."""
+    out = tmp_path / "out"
+    proc = run_cli(
+        "demo", "--stack", "server", "--batch", "2", "--tokens", "4", "--gammas", "1",
+        "--natural-gamma", "3", "--accept-rates", "0.9", "--kv-cache-dtype", "fp8_e4m3",
+        "--variants", "exact-parity,deterministic-exact-parity", "--attribute",
+        "--out", str(out), timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    closing = proc.stdout.strip().splitlines()[-2]
+    assert closing.startswith("token identity with Base (deterministic-exact-parity: "), closing
+    assert closing.endswith(
+        "): HOLDS, tokens and committed states are bitwise equal to Base in all 2 modes, for "
+        "the tiny model on CPU under the Triton interpreter, 4 tokens, bfloat16 activations, "
+        "fp8_e4m3 KV cache (no K/V scales: 1.0, as sglang for a checkpoint without them), "
+        "bfloat16 SSM pool, server stack (batch of 2, padded to 2 in decode and 2 in verify; "
+        "sglang's Triton attention backend)"
+    ), closing
+    results = json.loads((out / "demo.json").read_text())
+    assert [(r["variant"], r["kv_cache_dtype"], r["kv_scale"]) for r in results] == [
+        ("exact-parity", "fp8_e4m3", None),
+        ("deterministic-exact-parity", "fp8_e4m3", None),
+    ]
+    forced = [r["modes"][0] for r in results]
+    assert [m["label"] for m in forced] == ["forced-reject g=1"] * 2
+    first = forced[0]["attribution"]["first"]
+    assert (first["kind"], first["row"], first["output_index"]) == ("attention", 0, 1), first
+    assert all(m["attribution"]["first"] is None for m in results[1]["modes"])

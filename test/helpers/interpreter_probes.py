@@ -48,6 +48,12 @@ def _bf16_dot_kernel(x_ptr, w_ptr, y_ptr, N: tl.constexpr):
     tl.store(y_ptr + offs[:, None] * N + offs[None, :], tl.dot(x, w))
 
 
+@triton.jit
+def _fp8_cast_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs).to(tl.float8e4nv))
+
+
 @triton.autotune(
     configs=[triton.Config({}, num_warps=1), triton.Config({}, num_warps=2)], key=["N"]
 )
@@ -103,6 +109,24 @@ def bf16_dot() -> bool:
     return torch.allclose(y.double(), x.double() @ w.double(), rtol=0, atol=1e-5)
 
 
+def fp8_cast() -> bool:
+    """fp32 and bf16 -> float8_e4m3fn: to nearest even, saturating at 448, as the GPU casts
+    (``cvt.rn.satfinite``) and as torch does."""
+    # A carry into the exponent (1.96 -> 2, -0.49 -> -0.5), subnormals (below 2**-6), a tie,
+    # beyond the largest finite value (448), and ordinary values.
+    x = torch.tensor(
+        [1.96, -0.49, 0.1240234375, 2**-7 + 2**-10, 3 * 2**-10, 0.0013, 1.0 + 2**-4, 460.0]
+        + [-1e4, 0.0, -0.0, 7.3, -3.1, 0.3, 250.0, 2**-9]
+    )
+    for source in (x, x.to(torch.bfloat16)):
+        y = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+        _fp8_cast_kernel[(1,)](source, y, N=x.numel())
+        expected = source.float().clamp(-448, 448).to(torch.float8_e4m3fn)
+        if not torch.equal(y.view(torch.uint8), expected.view(torch.uint8)):
+            return False
+    return True
+
+
 def autotune() -> bool:
     x = torch.arange(16, dtype=torch.float32)
     y = torch.zeros_like(x)
@@ -140,6 +164,7 @@ PROBES: dict[str, Callable[[], bool]] = {
     "4 autotuning": autotune,
     "5 bf16 tl.dot": bf16_dot,
     "6 launch cost": builtins_listed_once,
+    "7 fp8 casts": fp8_cast,
 }
 
 

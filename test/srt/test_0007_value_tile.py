@@ -11,7 +11,8 @@ or 8 for its SM100 shape at batch 1 (not under the modes, where it would follow
 the batch). The expected tiles below are that table, written out; the GPU check
 that every chosen tile computes BV=32's bits is the patch's CUDA test.
 
-The launches are recorded from the real wrappers under the interpreter: the
+The launches are recorded under the interpreter from the real wrappers, decode's through
+TritonGDNKernel.packed_decode, where the server's mode is read: the
 padded batch of a CUDA graph differs between a Base and a speculative server
 serving the same requests, so under the modes a batch of 1 and a batch of 100
 must launch one binary.
@@ -120,6 +121,7 @@ HV, H, K = 4, 2, 16  # BV caps at 16; the batch rule picks 4 up to 96 requests, 
 
 def _launched_tiles(n: int, *, exact_parity: bool = False, verify_steps: int = 0) -> set[int]:
     from sglang.kernels.ops.attention.fla import fused_recurrent
+    from sglang.srt.layers.attention.linear.kernels.gdn_triton import TritonGDNKernel
 
     gen = torch.Generator().manual_seed(n)
     rows = n * max(verify_steps, 1)
@@ -140,10 +142,10 @@ def _launched_tiles(n: int, *, exact_parity: bool = False, verify_steps: int = 0
                 torch.zeros(n, verify_steps, HV, K, K, dtype=BF16), indices, indices,
                 num_steps=verify_steps,
             )  # fmt: skip
-        else:
-            fused_recurrent.fused_recurrent_gated_delta_rule_packed_decode(
-                mixed, a, b, A_log, dt_bias, K**-0.5, pool,
-                mixed.new_empty(n, 1, HV, K), indices, exact_parity=exact_parity,
+        else:  # through the dispatcher a server's GDN backend calls
+            TritonGDNKernel().packed_decode(
+                mixed, a, b, A_log=A_log, dt_bias=dt_bias, scale=K**-0.5, ssm_states=pool,
+                cache_indices=indices, num_v_heads=HV, head_v_dim=K, exact_parity=exact_parity,
             )  # fmt: skip
     return {dict(launch.constexprs)["BV"] for launch in launches}
 

@@ -13,6 +13,7 @@ from gdn_parity.cli.options import (
     port,
     positive_int,
     positive_int_list,
+    positive_number,
     probability_list,
     require_extra,
     series_of,
@@ -20,12 +21,13 @@ from gdn_parity.cli.options import (
 )
 from gdn_parity.drift.model.config import SIZES
 from gdn_parity.drift.model.server.padding import MAX_BATCH
-from gdn_parity.drift.model.stacks import default_stack
+from gdn_parity.drift.model.stacks import default_stack, kv_cache_problem
 from gdn_parity.drift.run.variants import VARIANTS, Variant, variant_named
 from gdn_parity.errors import GdnParityError
 
 DEVICES = ("cpu", "cuda")
 SSM_DTYPES = ("bfloat16", "float16", "float32")
+KV_CACHE_DTYPES = ("auto", "fp8_e4m3")  # server.backends.KV_CACHE_DTYPES (no sglang import here)
 ACTIVATION_DTYPES = ("bfloat16", "float16")
 DEMO_VARIANTS = ("0.5.23", "beta-aligned", "exact-parity")
 DEFAULT_BATCH = 5  # the server stack's: padded to 8 in a Base server's decode
@@ -141,6 +143,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         attribute=args.attribute,
         stop_at_divergence=args.stop_at_divergence,
         dtype=args.dtype,
+        kv_cache_dtype=args.kv_cache_dtype,
+        kv_scale=args.kv_cache_scale,
     )
     draft_tokens = max([*args.gammas, args.natural_gamma]) + 1
     workers = min(plan.jobs, len(plan.variants))
@@ -171,6 +175,9 @@ def cmd_cost(args: argparse.Namespace) -> int:
         raise GdnParityError(refusal)
     if max(args.batch) > MAX_BATCH:
         raise GdnParityError(f"--batch sizes must be 1 to {MAX_BATCH}")
+    problem = kv_cache_problem("server", args.kv_cache_dtype, args.kv_cache_scale)
+    if problem is not None:
+        raise GdnParityError(problem)
     draft_tokens = max(args.gamma) + 1
     _check_fits(
         args.device, args.size, "bfloat16", args.ssm_dtype, max(args.batch), draft_tokens, 1
@@ -189,6 +196,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
         replays=args.replays,
         graphs=not args.no_graphs,
         out_dir=out_dir,
+        kv_cache_dtype=args.kv_cache_dtype,
+        kv_scale=args.kv_cache_scale,
     )
     print(run_cost(series, plan), end="")
     print(f"wrote {out_dir / 'cost.md'}, {out_dir / 'cost.json'}")
@@ -252,6 +261,27 @@ def _model_arguments(p: argparse.ArgumentParser, on_gpu: bool = False) -> None:
     )
 
 
+def _kv_cache_arguments(p: argparse.ArgumentParser) -> None:
+    """The server stack's KV pool, as sglang's --kv-cache-dtype (the same for every variant)."""
+    p.add_argument(
+        "--kv-cache-dtype",
+        default="auto",
+        choices=KV_CACHE_DTYPES,
+        help="the server stack's KV cache, as sglang's --kv-cache-dtype: auto (the model's "
+        "dtype, default) or fp8_e4m3 (sglang's MHATokenToKVPool in float8_e4m3fn, and its "
+        "attention kernels reading it back); the row-wise stack refuses fp8_e4m3",
+    )
+    p.add_argument(
+        "--kv-cache-scale",
+        type=positive_number,
+        metavar="SCALE",
+        help="with --kv-cache-dtype fp8_e4m3: a per-tensor K and V scale on every attention "
+        "layer, as a quantized checkpoint's KV scales (K/V divided by it into the pool, "
+        "multiplied back in the kernels); default none, as sglang for a checkpoint without "
+        "KV scales (unit scale)",
+    )
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
@@ -271,6 +301,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="dtype of the weights and activations, as sglang's --dtype (bfloat16); the conv "
         "state stays bfloat16, as sglang's SGLANG_MAMBA_CONV_DTYPE default",
     )
+    _kv_cache_arguments(p)
     p.add_argument(
         "--tokens",
         type=int_at_least(2, MAX_TOKENS),
@@ -354,6 +385,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "under --out. Needs --device cuda; 2 on bad input.",
     )
     _model_arguments(p, on_gpu=True)
+    _kv_cache_arguments(p)
     p.add_argument(
         "--batch", type=positive_int_list, default=[1, 4, 32], help="batch sizes to time (1,4,32)"
     )

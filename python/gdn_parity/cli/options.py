@@ -108,6 +108,17 @@ def port(text: str) -> int:
     return value
 
 
+def positive_number(text: str) -> float:
+    """An argparse type: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return value
+
+
 def positive_seconds(text: str) -> float:
     try:
         value = float(text)

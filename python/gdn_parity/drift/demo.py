@@ -16,6 +16,7 @@ from pathlib import Path
 from gdn_parity.drift.attribute.report import LEGEND as ATTRIBUTION_LEGEND
 from gdn_parity.drift.attribute.report import attribution_rows, attribution_table
 from gdn_parity.drift.model.server.padding import padded_batch
+from gdn_parity.drift.model.stacks import describe_kv_cache, kv_cache_problem
 from gdn_parity.drift.report import LEGEND, Row, markdown_table, rows, verdict
 from gdn_parity.drift.run.modes import Mode
 from gdn_parity.drift.run.pool import Bar, run_workers
@@ -46,6 +47,10 @@ class DemoPlan:
     attribute: bool = False  # record and compare every component (drift.attribute)
     stop_at_divergence: bool = False
     dtype: str = "bfloat16"  # activations and weights (sglang's --dtype)
+    # The server stack's KV pool, the same for every variant: sglang's --kv-cache-dtype
+    # ("auto": the model's dtype), and the attention layers' K/V scale (None: none).
+    kv_cache_dtype: str = "auto"
+    kv_scale: float | None = None
 
     def __post_init__(self) -> None:
         """A plan the stack cannot run is refused when it is made, before any work."""
@@ -55,6 +60,9 @@ class DemoPlan:
                 f"variants {rowwise_deterministic} enable deterministic inference, which only "
                 "the server stack runs: pass --stack server"
             )
+        problem = kv_cache_problem(self.stack, self.kv_cache_dtype, self.kv_scale)
+        if problem is not None:
+            raise GdnParityError(problem)
 
 
 def demo_jobs(series: Series, plan: DemoPlan, raw_dir: Path) -> list[Job]:
@@ -76,6 +84,8 @@ def demo_jobs(series: Series, plan: DemoPlan, raw_dir: Path) -> list[Job]:
             deterministic=v.deterministic,
             isolate=v.isolate,
             requests=plan.batch,
+            kv_cache_dtype=plan.kv_cache_dtype,
+            kv_scale=plan.kv_scale,
             attribute=plan.attribute,
             stop_at_divergence=plan.stop_at_divergence,
             seed=plan.seed,
@@ -160,9 +170,10 @@ def _scope(plan: DemoPlan) -> str:
         if plan.stop_at_divergence
         else ""
     )
+    kv = describe_kv_cache(plan.dtype, plan.kv_cache_dtype, plan.kv_scale)
     return (
         f"{plan.size} model on {device}, {plan.tokens} tokens, {plan.dtype} activations, "
-        f"{plan.ssm_dtype} SSM pool, {stack}{stopped}"
+        f"{kv}, {plan.ssm_dtype} SSM pool, {stack}{stopped}"
     )
 
 

@@ -34,6 +34,12 @@ version, and names any hook that is gone, instead of running kernels wrongly.
    ``inspect.getmembers`` to find the builtins it patches, which is a quarter of
    the demo's run time. The fix lists each package's builtins once and patches
    the same members the same way.
+7. Casts to fp8 (``x.to(tl.float8e4nv)``, ``tl.float8e5``). The interpreter rounds to
+   nearest even but drops the carry into the exponent (1.96 becomes 1.0, -0.49 becomes
+   -0.25) and truncates subnormals, so sglang's attention kernels, which cast q and the
+   softmax weights to an FP8 KV cache's dtype before their dots, compute garbage. The fix
+   converts through torch after clamping to the format's largest finite value: round to
+   nearest even, saturating, as the GPU's ``cvt.rn.satfinite`` does.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ HOOKS = (
     (interp.InterpreterBuilder, "create_fdiv"),
     (interp.InterpreterBuilder, "create_fsub"),
     (interp.InterpreterBuilder, "create_dot"),
+    (interp.InterpreterBuilder, "create_fp_to_fp"),
     (autotuner.Autotuner, "do_bench"),
 )
 
@@ -182,12 +189,38 @@ def _dot(original):
     return create_dot
 
 
+# Triton's fp8 types -> torch's (the interpreter stores both as uint8 bits).
+_FP8 = {tl.float8e4nv: torch.float8_e4m3fn, tl.float8e5: torch.float8_e5m2}
+
+
+def _to_f32(handle) -> np.ndarray:
+    """A float handle's values as fp32 (exact for bf16, fp16 and fp32)."""
+    if handle.dtype.scalar == tl.bfloat16:
+        return _bf16_bits_to_f32(handle.data)
+    return np.asarray(handle.data, dtype=np.float32)
+
+
+def _fp_to_fp(original):
+    def create_fp_to_fp(self, src, dst_type, rounding_mode):
+        dst = _FP8.get(dst_type.scalar)
+        src_ty = src.dtype.scalar
+        nearest = rounding_mode in (None, interp._ir.ROUNDING_MODE.RTNE)  # .to()'s default
+        if dst is None or not nearest or src_ty not in (tl.float32, tl.float16, tl.bfloat16):
+            return original(self, src, dst_type, rounding_mode)
+        values = torch.from_numpy(np.ascontiguousarray(_to_f32(src)))
+        limit = torch.finfo(dst).max
+        bits = values.clamp(-limit, limit).to(dst).view(torch.uint8).numpy()
+        return interp.TensorHandle(bits.reshape(np.shape(src.data)), dst_type.scalar)
+
+    return create_fp_to_fp
+
+
 def _equal_timings(kernel_call, quantiles=None, **kwargs):
     return [0.0] * len(quantiles) if quantiles else 0.0
 
 
 def install() -> None:
-    """Install the six fixes (idempotent), after ``check_triton``."""
+    """Install the seven fixes (idempotent), after ``check_triton``."""
     global _installed
     if _installed:
         return
@@ -206,5 +239,6 @@ def install() -> None:
     ):
         setattr(builder, name, lambda self, lhs, rhs, op=op: self.binary_op(lhs, rhs, op))
     builder.create_dot = _dot(builder.create_dot)
+    builder.create_fp_to_fp = _fp_to_fp(builder.create_fp_to_fp)
     autotuner.Autotuner.do_bench = property(lambda self: _equal_timings)
     _installed = True

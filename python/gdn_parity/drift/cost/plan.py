@@ -15,6 +15,7 @@ from pathlib import Path
 from gdn_parity.drift.cost.report import cost_table, legend
 from gdn_parity.drift.cost.results import VariantCost
 from gdn_parity.drift.cost.worker import CostJob
+from gdn_parity.drift.model.stacks import describe_kv_cache
 from gdn_parity.drift.run.pool import Bar, run_workers
 from gdn_parity.drift.run.variants import Variant, variant_tree
 from gdn_parity.notes import note
@@ -33,6 +34,8 @@ class CostPlan:
     replays: int
     graphs: bool
     out_dir: Path
+    kv_cache_dtype: str = "auto"  # sglang's --kv-cache-dtype, the same for every variant
+    kv_scale: float | None = None
 
 
 def cost_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]:
@@ -49,6 +52,8 @@ def cost_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]:
             batches=plan.batches,
             gammas=plan.gammas,
             ssm_dtype=plan.ssm_dtype,
+            kv_cache_dtype=plan.kv_cache_dtype,
+            kv_scale=plan.kv_scale,
             replays=plan.replays,
             graphs=plan.graphs,
             out=str(raw_dir / f"{v.name}.json"),
@@ -70,10 +75,11 @@ def run_cost(series: Series, plan: CostPlan) -> str:
         finally:
             bar.close()
     plan.out_dir.mkdir(parents=True, exist_ok=True)
+    kv = describe_kv_cache("bfloat16", plan.kv_cache_dtype, plan.kv_scale)
     report = "\n".join(
         (
             f"# gdn-parity cost: {plan.size} model on {plan.device}, {plan.ssm_dtype} SSM pool, "
-            f"server stack, gammas {','.join(map(str, plan.gammas))}",
+            f"{kv}, server stack, gammas {','.join(map(str, plan.gammas))}",
             "",
             cost_table(results, plan.batches, plan.gammas),
             legend(plan.variants[0].name, plan.replays, results[0].bandwidth),

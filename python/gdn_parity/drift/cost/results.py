@@ -35,6 +35,8 @@ class VariantCost:
     steps: list[StepTime]
     seconds: float
     bandwidth: float  # the device-to-device copy bandwidth, bytes/s (cost.floor)
+    kv_cache_dtype: str = "auto"  # sglang's --kv-cache-dtype
+    kv_scale: float | None = None  # the attention layers' K/V scale (None: none)
 
     def step(self, phase: str, requests: int, width: int = 1) -> StepTime:
         return next(

@@ -73,7 +73,7 @@ def time_step(
         model.w.embed.element_size(),
         model.ssm_dtype.itemsize,
         model.conv_dtype.itemsize,
-        model.w.embed.element_size(),
+        model.kv_dtype.itemsize,  # the KV pool's: 1 for FP8
         [r.length for r in model.requests],
         width,
     )

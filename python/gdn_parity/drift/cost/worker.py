@@ -31,6 +31,8 @@ class CostJob:
     batches: list[int]
     gammas: list[int]
     ssm_dtype: str = "bfloat16"
+    kv_cache_dtype: str = "auto"  # sglang's --kv-cache-dtype
+    kv_scale: float | None = None  # the attention layers' K/V scale (None: none)
     replays: int = 50
     graphs: bool = True
     out: str = ""
@@ -67,6 +69,8 @@ def run_cost_job(job: CostJob, progress: Progress) -> VariantCost:
                 device=job.device,
                 max_len=len(job.prompt) + max(job.gammas) + 2,
                 ssm_dtype=job.ssm_dtype,
+                kv_cache_dtype=job.kv_cache_dtype,
+                kv_scale=job.kv_scale,
                 deterministic=job.deterministic,
                 exact_parity=job.exact_parity,
                 isolate=job.isolate,
@@ -86,6 +90,8 @@ def run_cost_job(job: CostJob, progress: Progress) -> VariantCost:
         device=job.device,
         size=job.size,
         ssm_dtype=job.ssm_dtype,
+        kv_cache_dtype=job.kv_cache_dtype,
+        kv_scale=job.kv_scale,
         live_sources=live,
         steps=steps,
         seconds=time.perf_counter() - started,

@@ -20,6 +20,33 @@ if TYPE_CHECKING:
 STACKS = ("server", "rowwise")
 
 
+def kv_cache_problem(stack: str, kv_cache_dtype: str, kv_scale: float | None) -> str | None:
+    """Why ``stack`` cannot keep this KV cache, naming the fix; None when it can."""
+    if kv_scale is not None and kv_cache_dtype == "auto":
+        return (
+            "--kv-cache-scale scales K/V into a quantized pool: pass --kv-cache-dtype "
+            "fp8_e4m3 with it"
+        )
+    if stack == "rowwise" and kv_cache_dtype != "auto":
+        return (
+            f"--kv-cache-dtype {kv_cache_dtype}: the row-wise stack keeps K/V in the model's "
+            "dtype (it has no sglang KV pool); pass --stack server"
+        )
+    return None
+
+
+def describe_kv_cache(dtype: str, kv_cache_dtype: str, kv_scale: float | None) -> str:
+    """The KV cache a run keeps, in a report's words: ``dtype`` is the model's (``auto``)."""
+    if kv_cache_dtype == "auto":
+        return f"{dtype} KV cache"
+    scales = (
+        "no K/V scales: 1.0, as sglang for a checkpoint without them"
+        if kv_scale is None
+        else f"K/V scale {kv_scale:g}"
+    )
+    return f"{kv_cache_dtype} KV cache ({scales})"
+
+
 def default_stack(device: str) -> str:
     return "server" if device == "cuda" else "rowwise"
 
@@ -39,6 +66,11 @@ class StackSpec:
     # exact; server.numerics.ServerNumerics.isolating); None: as the flags above set them.
     isolate: str | None = None
     requests: int = 5  # the server stack's batch (padded to a CUDA-graph size)
+    # The server stack's KV pool: sglang's --kv-cache-dtype ("auto": the model's dtype, or
+    # "fp8_e4m3"), and a checkpoint's per-tensor K/V scale (None: none, as sglang's layers of
+    # an unquantized checkpoint). The row-wise stack keeps K/V in the model's dtype.
+    kv_cache_dtype: str = "auto"
+    kv_scale: float | None = None
 
 
 def build_stack(
@@ -52,6 +84,9 @@ def build_stack(
     from gdn_parity.drift.model.kernels import load_kernels
     from gdn_parity.drift.model.weights import make_weights
 
+    problem = kv_cache_problem(spec.stack, spec.kv_cache_dtype, spec.kv_scale)
+    if problem is not None:
+        raise ValueError(problem)
     if spec.stack == "rowwise":
         if spec.deterministic or spec.isolate is not None:
             raise ValueError("deterministic inference needs the server stack (--stack server)")
@@ -86,5 +121,7 @@ def build_stack(
         max_len=spec.max_len,
         requests=spec.requests,
         ssm_dtype=getattr(torch, spec.ssm_dtype),
+        kv_cache_dtype=spec.kv_cache_dtype,
+        kv_scale=spec.kv_scale,
         rid=rid,
     )

@@ -116,6 +116,8 @@ class VariantResult:
     requests: int = 1  # the batch (the server stack's; the row-wise stack serves one)
     # The sources of decode/verify difference left as a default server computes them.
     live_sources: list[str] = field(default_factory=list)
+    kv_cache_dtype: str = "auto"  # sglang's --kv-cache-dtype (the server stack's KV pool)
+    kv_scale: float | None = None  # the attention layers' K/V scale (None: none)
 
     def mode(self, kind: ModeKind) -> ModeResult:
         """The first mode of ``kind``."""

@@ -45,6 +45,8 @@ class Job:
     deterministic: bool = False
     isolate: str | None = None  # the server stack's one live source (variants.Variant)
     requests: int = 5  # the server stack's batch
+    kv_cache_dtype: str = "auto"  # the server stack's KV pool (sglang's --kv-cache-dtype)
+    kv_scale: float | None = None  # a checkpoint's per-tensor K/V scale (None: none)
     attribute: bool = False  # record and compare every component (drift.attribute)
     stop_at_divergence: bool = False  # end a mode at its first token off Base's
     seed: int = 0
@@ -87,6 +89,8 @@ class _Tracer:
             "enable_deterministic_inference": self.job.deterministic,
             "isolate": self.job.isolate,
             "requests": self.job.requests,
+            "kv_cache_dtype": self.job.kv_cache_dtype,
+            "kv_scale": self.job.kv_scale,
             "speculative_num_draft_tokens": draft_tokens,
         }
         self.model.start_trace(path, f"{self.job.size}, seed {self.job.seed}", flags)
@@ -116,6 +120,8 @@ def run_job(job: Job, progress: Progress) -> VariantResult:
             exact_parity=job.exact_parity,
             isolate=job.isolate,
             requests=job.requests,
+            kv_cache_dtype=job.kv_cache_dtype,
+            kv_scale=job.kv_scale,
         ),
         rid="demo",
     )
@@ -161,6 +167,8 @@ def run_job(job: Job, progress: Progress) -> VariantResult:
         deterministic=job.deterministic,
         requests=job.requests if job.stack == "server" else 1,
         live_sources=model.live_sources(),
+        kv_cache_dtype=job.kv_cache_dtype,
+        kv_scale=job.kv_scale,
     )
 
 

@@ -5,7 +5,8 @@ ModelRunner (a loaded model, a GPU-sized pool, the runtime context). Every
 attribute their forward paths read for this model is set here to what
 ``__init__`` derives for the variant's server arguments (deterministic
 inference, speculative decoding with a linear draft chain, page size 1) or to
-a real sglang object: ``MHATokenToKVPool``, ``KVIndexTranslator`` over a real
+a real sglang object: ``MHATokenToKVPool`` (in the dtype sglang's own
+``configure_kv_cache_dtype`` resolves ``--kv-cache-dtype`` to), ``KVIndexTranslator`` over a real
 ``req_to_token`` table, ``MambaPool.SpeculativeState``, the kernel dispatcher.
 ``forward_batch`` gives a forward the fields of a ForwardBatch that those paths
 read. The forwards themselves (``init_forward_metadata``, ``forward_decode``,
@@ -27,11 +28,48 @@ from gdn_parity.drift.model.server.numerics import (
     ServerNumerics,
 )
 
+# sglang's --kv-cache-dtype values the server stack takes: "auto" (the model's dtype, as for a
+# checkpoint without kv_cache_quant_algo) and "fp8_e4m3" (torch.float8_e4m3fn).
+KV_CACHE_DTYPES = ("auto", "fp8_e4m3")
 
-def attention_layer(layer_id: int, c: ModelConfig) -> SimpleNamespace:
-    """The attributes of a RadixAttention that the Triton backend reads."""
+
+def kv_cache_dtype(name: str, model_dtype: torch.dtype) -> torch.dtype:
+    """The KV pool's dtype for ``--kv-cache-dtype name``, as sglang resolves it: its own
+    ``configure_kv_cache_dtype`` (``srt/mem_cache/kv_cache_dtype.py``), called as
+    ``ModelRunner.configure_kv_cache_dtype`` calls it for a target runner whose model has no
+    quant config (the harness's weights are unquantized): ``auto`` is ``model_dtype``,
+    ``fp8_e4m3`` ``torch.float8_e4m3fn`` (``float8_e4m3fnuz`` on ROCm)."""
+    if name not in KV_CACHE_DTYPES:
+        raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, not {name!r}")
+    from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
+
+    _, dtype = configure_kv_cache_dtype(
+        server_args_kv_cache_dtype=name,
+        model=None,
+        model_dtype=model_dtype,
+        is_draft_worker=False,
+        is_dflash=False,
+        speculative_draft_attention_backend=None,
+    )
+    return dtype
+
+
+def attention_layer(
+    layer_id: int, c: ModelConfig, kv_scale: float | None = None, device: str = "cpu"
+) -> SimpleNamespace:
+    """The attributes of a RadixAttention that the Triton backend reads.
+
+    ``k_scale``/``v_scale``: None, as ``RadixAttention.__init__`` leaves them for a model
+    without a quant config (Qwen3.5's bf16 checkpoints; sglang then stores K/V in an FP8
+    pool unscaled and dequantizes with 1.0). ``kv_scale``: what
+    ``BaseKVCacheMethod.process_weights_after_loading`` leaves on the layer for a checkpoint
+    with that per-tensor scale for K and V: the scales as float32 tensors (the parameters,
+    which ``set_kv_buffer`` divides by) and as floats (``k_scale_float``, the kernels'
+    descale). 1.0 is a quantized checkpoint without KV scales.
+    """
     from sglang.srt.layers.radix_attention import AttentionType
 
+    scale = None if kv_scale is None else torch.tensor(kv_scale, dtype=torch.float32, device=device)
     return SimpleNamespace(
         layer_id=layer_id,
         tp_q_head_num=c.attn_heads,
@@ -40,8 +78,10 @@ def attention_layer(layer_id: int, c: ModelConfig) -> SimpleNamespace:
         qk_head_dim=c.attn_head_dim,
         v_head_dim=c.attn_head_dim,
         scaling=c.attn_head_dim**-0.5,
-        k_scale=None,
-        v_scale=None,
+        k_scale=scale,
+        v_scale=None if scale is None else scale.clone(),
+        k_scale_float=kv_scale,
+        v_scale_float=kv_scale,
         logit_capping_method="tanh",
         logit_cap=0.0,
         xai_temperature_len=-1,
@@ -62,8 +102,16 @@ def triton_attention_backend(
     dtype: torch.dtype,
     device: str,
 ):
-    """The target model's TritonAttnBackend, with its KV pool (in ``dtype``, the model's) and
-    ``req_to_token`` table.
+    """The target model's TritonAttnBackend, with its KV pool and ``req_to_token`` table.
+
+    ``dtype``: the pool's, as ``ModelRunner`` resolves ``--kv-cache-dtype``
+    (``kv_cache_dtype``): the model's, or ``torch.float8_e4m3fn``, which
+    ``MHATokenToKVPool`` stores as ``uint8`` (its ``store_dtype``) and hands the kernels as
+    an FP8 view (``get_key_buffer``). A Qwen3.5 server's pool is a ``HybridLinearKVPool``
+    around this same ``MHATokenToKVPool`` (built with ``quant_method=None`` for FP8 on CUDA,
+    ``_build_hybrid_linear_kv_pool``), which maps the layer ids and hands it 1.0 for the
+    scales the backend leaves None (``HybridLinearKVPool.set_kv_buffer``'s defaults): a
+    division by 1.0 before the FP8 cast, which changes no bit.
 
     ``verify_as_decode`` (patch 0006) is on where ``__init__`` turns it on:
     deterministic inference (``numerics.deterministic_attention``) on a

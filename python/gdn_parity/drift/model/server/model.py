@@ -26,7 +26,13 @@ allows it: CUDA) and ``forward_extend`` for verify, after Qwen3.5's own
 and rotary is the row-wise stack's rope applied to all rows at once (sglang's
 RotaryEmbedding needs sgl_kernel or vllm at this head size off CUDA). Prefill (shared by every
 mode, not compared) runs per request through the same kernels as the
-row-wise stack's prefill.
+row-wise stack's prefill, and stores its K/V through the pool's ``set_kv_buffer`` as
+``forward_extend`` does.
+
+The KV pool's dtype is sglang's ``--kv-cache-dtype`` (``kv_cache_dtype``: ``auto``, the
+model's, or ``fp8_e4m3``), resolved by sglang's own ``configure_kv_cache_dtype``; with
+``kv_scale`` the attention layers carry a checkpoint's per-tensor K/V scale
+(``backends.attention_layer``), else none, as a model without a quant config.
 """
 
 from __future__ import annotations
@@ -105,6 +111,8 @@ class ServerModel:
         requests: int,
         ssm_dtype: torch.dtype = torch.bfloat16,
         conv_dtype: torch.dtype = torch.bfloat16,
+        kv_cache_dtype: str = "auto",
+        kv_scale: float | None = None,
         rid: str = "req-0",
         seed: int = 0,
     ):
@@ -113,6 +121,10 @@ class ServerModel:
         self.c, self.w, self.kernels, self.numerics = config, weights, kernels, numerics
         self.device, self.max_len, self.rid = device, max_len, rid
         self.ssm_dtype, self.conv_dtype = ssm_dtype, conv_dtype
+        self.kv_cache_dtype, self.kv_scale = kv_cache_dtype, kv_scale
+        self.kv_dtype = backends.kv_cache_dtype(kv_cache_dtype, weights.embed.dtype)
+        if kv_scale is not None and self.kv_dtype == weights.embed.dtype:
+            raise ValueError("a KV scale needs a quantized KV cache (kv_cache_dtype fp8_e4m3)")
         self.n = requests
         self.padded = {phase: padded_batch(requests, phase) for phase in ("decode", "verify")}
         self.capacity = max(self.padded.values())  # pool slots and req_to_token rows
@@ -148,7 +160,7 @@ class ServerModel:
                     SimpleNamespace(
                         kind="attention",
                         index=layer,
-                        radix=backends.attention_layer(attn_index, c),
+                        radix=backends.attention_layer(attn_index, c, self.kv_scale, self.device),
                         qkv=m.qkv,  # QKVParallelLinear
                         w=m,
                         lw=lw,
@@ -195,7 +207,7 @@ class ServerModel:
             req_rows=self.capacity,
             context=self.max_len,
             num_tokens_per_req=draft_tokens,
-            dtype=self.w.embed.dtype,
+            dtype=self.kv_dtype,
             device=self.device,
         )
         # Request i's token t lives in KV slot 1 + i * max_len + t; slot 0 takes padded writes.
@@ -215,18 +227,18 @@ class ServerModel:
             r.length, r.next_token, r.targets = 0, 0, []
         self.state.temporal.zero_()
         self.state.conv[0].zero_()
-        for layer in range(len(self.c.attention_layers)):
-            self.attn.token_to_kv_pool.get_key_buffer(layer).zero_()
-            self.attn.token_to_kv_pool.get_value_buffer(layer).zero_()
+        pool = self.attn.token_to_kv_pool
+        for buffer in (*pool.k_buffer, *pool.v_buffer):
+            buffer.zero_()
 
     def snapshot(self) -> ServerSnapshot:
+        """The requests, GDN states and KV pool (its stored bytes: ``uint8`` for FP8)."""
         pool = self.attn.token_to_kv_pool
-        layers = range(len(self.c.attention_layers))
         return ServerSnapshot(
             [(r.length, r.next_token) for r in self.requests],
             (self.state.temporal.clone(), self.state.conv[0].clone()),
-            [pool.get_key_buffer(i).clone() for i in layers],
-            [pool.get_value_buffer(i).clone() for i in layers],
+            [k.clone() for k in pool.k_buffer],
+            [v.clone() for v in pool.v_buffer],
             self.rng.getstate(),
         )
 
@@ -237,8 +249,8 @@ class ServerModel:
         self.state.conv[0].copy_(snap.gdn[1])
         pool = self.attn.token_to_kv_pool
         for i, (k, v) in enumerate(zip(snap.keys, snap.values, strict=True)):
-            pool.get_key_buffer(i).copy_(k)
-            pool.get_value_buffer(i).copy_(v)
+            pool.k_buffer[i].copy_(k)
+            pool.v_buffer[i].copy_(v)
         self.rng.setstate(snap.rng)
 
     def gdn_state(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -425,23 +437,36 @@ class ServerModel:
                 out = self._gdn_out(layer, core, z)
             else:
                 q, k, v, gate = self._qkv(x, layer, positions)
-                pool, lid = self.attn.token_to_kv_pool, layer.radix.layer_id
+                radix = layer.radix
+                pool, lid = self.attn.token_to_kv_pool, radix.layer_id
                 k = k.view(n, c.attn_kv_heads, c.attn_head_dim)
                 v = v.view(n, c.attn_kv_heads, c.attn_head_dim)
-                pool.get_key_buffer(lid)[kv_loc] = k
-                pool.get_value_buffer(lid)[kv_loc] = v
+                self._store_kv(radix, kv_loc, k, v)
                 q = q.view(n, c.attn_heads, c.attn_head_dim)
                 o = torch.empty_like(q)
                 zero = torch.zeros(2, dtype=torch.int32, device=self.device)
+                # forward_extend's descales: the layer's scales as floats, else 1.0
+                k_descale = 1.0 if radix.k_scale is None else radix.k_scale_float
+                v_descale = 1.0 if radix.v_scale is None else radix.v_scale_float
                 self.attn.extend_attention_fwd(
                     q, k, v, o, pool.get_key_buffer(lid), pool.get_value_buffer(lid),
                     torch.tensor([0, n], dtype=torch.int32, device=self.device), zero,
-                    kv_loc, None, True, None, n, 1.0, 1.0, sm_scale=layer.radix.scaling,
+                    kv_loc, None, True, None, n, k_descale, v_descale, sm_scale=radix.scaling,
                 )  # fmt: skip
                 out = self._linear(self._gated(o.view(n, -1), gate), layer.w.o)
             h = h + out
             h = h + self._mlp(self.rms_norm(h, layer.lw.post_norm, c.rms_eps), layer)
         return self._finish(h)
+
+    def _store_kv(self, radix, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """K/V into the pool as ``TritonAttnBackend.forward_extend`` stores them: the pool's
+        ``set_kv_buffer`` (the cast to an FP8 pool's dtype), with the layer's scales on
+        copies (``set_kv_buffer`` divides in place) when it has them."""
+        pool = self.attn.token_to_kv_pool
+        if radix.k_scale is None:
+            pool.set_kv_buffer(radix, loc, k, v)
+        else:
+            pool.set_kv_buffer(radix, loc, k.clone(), v.clone(), radix.k_scale, radix.v_scale)
 
     def _gdn_out(self, layer, core: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         c = self.c
