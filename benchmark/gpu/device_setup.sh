@@ -2,8 +2,11 @@
 # sglang wheel into gdn-parity's cache, and record the machine in "$1"/env.txt. A later
 # call on the same warm machine may carry nothing: /tmp/site and the cache are kept.
 # Usage: source benchmark/gpu/device_setup.sh OUTDIR
+# A copy carried once stays in the machine's checkout for later calls, so two scripts of one
+# call (one sourcing this beside another that does) both install: one at a time (flock), else
+# pip's --target replaces a directory the other is writing (2026-12-04: a FileNotFoundError).
 if [ -d .gpu/whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
+  flock /tmp/site.lock python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
 elif [ ! -d /tmp/site ]; then
   echo "no .gpu/whl carried and no /tmp/site from an earlier call" >&2; exit 1
 fi
