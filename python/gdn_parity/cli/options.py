@@ -108,25 +108,25 @@ def port(text: str) -> int:
     return value
 
 
-def positive_number(text: str) -> float:
-    """An argparse type: a finite number above 0."""
+def _positive(text: str, kind: str) -> float:
+    """A finite number above 0, else argparse's error saying it is not ``kind``."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {kind}")
     return value
+
+
+def positive_number(text: str) -> float:
+    """An argparse type: a finite number above 0."""
+    return _positive(text, "a positive number")
 
 
 def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
+    """An argparse type: a finite number of seconds above 0."""
+    return _positive(text, "a positive number of seconds")
 
 
 def _comma_list(text: str, item: Callable[[str], float], kind: str, example: str) -> list:
