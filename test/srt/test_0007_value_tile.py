@@ -11,8 +11,8 @@ or 8 for its SM100 shape at batch 1 (not under the modes, where it would follow
 the batch). The expected tiles below are that table, written out; the GPU check
 that every chosen tile computes BV=32's bits is the patch's CUDA test.
 
-The launches are recorded under the interpreter from the real wrappers, decode's through
-TritonGDNKernel.packed_decode, where the server's mode is read: the
+The launches are recorded under the interpreter from the real wrappers, and from the real
+GDNAttnBackend.forward_decode, which reads the server's mode: the
 padded batch of a CUDA graph differs between a Base and a speculative server
 serving the same requests, so under the modes a batch of 1 and a batch of 100
 must launch one binary.
@@ -23,6 +23,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from helpers.backend_rig import BackendRig, Shape, make_layer
 from helpers.launches import recorded_launches
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
@@ -121,7 +122,6 @@ HV, H, K = 4, 2, 16  # BV caps at 16; the batch rule picks 4 up to 96 requests, 
 
 def _launched_tiles(n: int, *, exact_parity: bool = False, verify_steps: int = 0) -> set[int]:
     from sglang.kernels.ops.attention.fla import fused_recurrent
-    from sglang.srt.layers.attention.linear.kernels.gdn_triton import TritonGDNKernel
 
     gen = torch.Generator().manual_seed(n)
     rows = n * max(verify_steps, 1)
@@ -142,10 +142,10 @@ def _launched_tiles(n: int, *, exact_parity: bool = False, verify_steps: int = 0
                 torch.zeros(n, verify_steps, HV, K, K, dtype=BF16), indices, indices,
                 num_steps=verify_steps,
             )  # fmt: skip
-        else:  # through the dispatcher a server's GDN backend calls
-            TritonGDNKernel().packed_decode(
-                mixed, a, b, A_log=A_log, dt_bias=dt_bias, scale=K**-0.5, ssm_states=pool,
-                cache_indices=indices, num_v_heads=HV, head_v_dim=K, exact_parity=exact_parity,
+        else:
+            fused_recurrent.fused_recurrent_gated_delta_rule_packed_decode(
+                mixed, a, b, A_log, dt_bias, K**-0.5, pool,
+                mixed.new_empty(n, 1, HV, K), indices, exact_parity=exact_parity,
             )  # fmt: skip
     return {dict(launch.constexprs)["BV"] for launch in launches}
 
@@ -160,11 +160,33 @@ def test_flag_decode_and_verify_launch_one_tile_at_any_batch(sglang_tree, monkey
     assert all(launched == {16} for launched in tiles.values()), tiles
 
 
+def _backend_decode_tiles(n: int) -> set[int]:
+    """The tile ``GDNAttnBackend.forward_decode`` (a server's decode, flag off) launches for
+    a batch of ``n`` requests."""
+    from sglang.kernels.ops.attention.fla import fused_recurrent
+
+    s = Shape(n=n, d=1, h=H, hv=HV, k=K, v=K)
+    gen = torch.Generator().manual_seed(n)
+    layer = make_layer(0, s, gen, "cpu")
+    rig = BackendRig(0, s, torch.arange(n, dtype=torch.int32), BF16, "cpu")
+    x = torch.randn(n, s.conv_dim, generator=gen).to(BF16)
+    a = torch.randn(n, HV, generator=gen).to(BF16)
+    b = torch.randn(n, HV, generator=gen).to(BF16)
+    rids, positions = [f"r{i}" for i in range(n)], torch.arange(n)
+    with recorded_launches(
+        fused_recurrent.fused_recurrent_gated_delta_rule_packed_decode_kernel
+    ) as launches:
+        rig.decode(layer, x, a, b, rids, positions, torch.zeros(n, dtype=torch.long))
+    return {dict(launch.constexprs)["BV"] for launch in launches}
+
+
 def test_batch_invariant_mode_fixes_packed_decodes_tile(sglang_tree, monkeypatch):
+    """The server's decode passes batch-invariant mode down: fails if forward_decode does
+    not pass it (the kernel's default is the batch rule)."""
     from sglang.srt.batch_invariant_ops import batch_invariant_ops
 
     _rule(monkeypatch, True)
     # Control: without the mode, packed decode's tile follows the batch.
-    assert (_launched_tiles(1), _launched_tiles(100)) == ({4}, {16})
+    assert (_backend_decode_tiles(1), _backend_decode_tiles(100)) == ({4}, {16})
     monkeypatch.setattr(batch_invariant_ops, "_batch_invariant_MODE", True)
-    assert (_launched_tiles(1), _launched_tiles(100)) == ({16}, {16})
+    assert (_backend_decode_tiles(1), _backend_decode_tiles(100)) == ({16}, {16})
