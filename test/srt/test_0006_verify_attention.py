@@ -385,7 +385,10 @@ def test_registered_backend_test_passes_on_cpu(sglang_tree):
     the rows, without host lengths (the index stream bounded by
     ``max_seq_len_host``), and through the CUDA-graph metadata with padded requests.
     The shapes span two split tiles; GQA and MHA; slot-based and paged (16-token
-    pages) KV pools (the test's own PAGE_SIZES)."""
+    pages) KV pools (the test's own PAGE_SIZES). Also eagerly over an FP8 E4M3 KV
+    cache with layer scales and with attention sinks, and every decode-kernel launch
+    of verify with decode's arguments (page size, scales, sinks), seen through a
+    wrapped ``decode_attention_fwd``."""
     run = run_registered(
         sglang_tree,
         "test/registered/unit/layers/attention/test_triton_verify_as_decode.py",
@@ -398,6 +401,6 @@ def test_registered_backend_test_passes_on_cpu(sglang_tree):
             }
         },
     )
-    assert run.ran == 4, run.output[-4000:]
+    assert run.ran == 7, run.output[-4000:]
     assert not run.failed, (run.failed, run.output[-8000:])
     assert not run.skipped, run.skipped
