@@ -16,6 +16,11 @@ the flag on and off (``helpers.backend_rig``: real sglang objects and tensors, n
 must launch the kernel verify launches, with verify's compile-time arguments.
 
 The reference everywhere is ``gdn_parity.drift.reference.decode_token_by_token``.
+
+The patch's registered backend test, which builds the backend with its own
+``__init__`` from sglang's GDN attention test kit, runs here too, in an
+interpreter of its own (the kit changes process-wide state), under the Triton
+interpreter at the shapes CI runs.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import torch
 from gdn_parity.drift.reference import ConvInputs, decode_token_by_token
 from helpers.backend_rig import BackendRig, Shape, make_layer
 from helpers.launches import recorded_launches
+from helpers.registered import run_registered
 
 
 def _rows(n: int, d: int, h: int, hv: int, k: int, v: int, gen: torch.Generator):
@@ -220,3 +226,20 @@ def test_flag_on_decode_runs_the_kernel_and_arguments_verify_runs(sglang_tree, b
         assert launch.constexprs == verify_launch.constexprs
     assert torch.equal(torch.stack(decoded, 1), out)
     assert torch.equal(torch.stack(states, 1), state.intermediate_ssm[0, : S.n])
+
+
+def test_registered_backend_test_passes_on_cpu(sglang_tree):
+    """Every case of the registered backend test, on CPU: with the flag (read by
+    ``GDNAttnBackend.__init__`` from the published config), each decode step through
+    the backend launches the steps kernel verify launches, with verify's compile-time
+    arguments, and verify's outputs, SSM snapshots and conv windows equal decode's
+    token by token (bf16 and fp16 activations, two head layouts); without it, decode
+    launches the packed decode kernel."""
+    run = run_registered(
+        sglang_tree,
+        "test/registered/unit/layers/attention/linear/test_gdn_backend_verify_exact_parity.py",
+        {"TestGDNBackendVerifyExactParity": {"DEVICE": "cpu"}},
+    )
+    assert run.ran == 2, run.output[-4000:]
+    assert not run.failed, (run.failed, run.output[-8000:])
+    assert not run.skipped, run.skipped

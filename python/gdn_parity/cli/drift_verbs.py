@@ -237,8 +237,8 @@ def _model_arguments(p: argparse.ArgumentParser, on_gpu: bool = False) -> None:
         "--size",
         default="large" if on_gpu else "tiny",
         choices=sorted(SIZES),
-        help="the harness model: tiny (CPU"
-        + ("" if on_gpu else ", default")
+        help="the harness model: tiny ("
+        + ("the smallest" if on_gpu else "CPU, default")
         + "), large (a GPU"
         + (", default" if on_gpu else "")
         + "), 27b (Qwen3.5-27B's geometry, 64 layers) or 27b-8l (its layers, 8 of them)",
@@ -261,15 +261,17 @@ def _model_arguments(p: argparse.ArgumentParser, on_gpu: bool = False) -> None:
     )
 
 
-def _kv_cache_arguments(p: argparse.ArgumentParser) -> None:
-    """The server stack's KV pool, as sglang's --kv-cache-dtype (the same for every variant)."""
+def _kv_cache_arguments(p: argparse.ArgumentParser, has_stacks: bool) -> None:
+    """The server stack's KV pool, as sglang's --kv-cache-dtype (the same for every variant);
+    ``has_stacks``: the verb takes --stack (demo), else it runs the server stack (cost)."""
     p.add_argument(
         "--kv-cache-dtype",
         default="auto",
         choices=KV_CACHE_DTYPES,
         help="the server stack's KV cache, as sglang's --kv-cache-dtype: auto (the model's "
         "dtype, default) or fp8_e4m3 (sglang's MHATokenToKVPool in float8_e4m3fn, and its "
-        "attention kernels reading it back); the row-wise stack refuses fp8_e4m3",
+        "attention kernels reading it back)"
+        + ("; the row-wise stack refuses fp8_e4m3" if has_stacks else ""),
     )
     p.add_argument(
         "--kv-cache-scale",
@@ -301,7 +303,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="dtype of the weights and activations, as sglang's --dtype (bfloat16); the conv "
         "state stays bfloat16, as sglang's SGLANG_MAMBA_CONV_DTYPE default",
     )
-    _kv_cache_arguments(p)
+    _kv_cache_arguments(p, has_stacks=True)
     p.add_argument(
         "--tokens",
         type=int_at_least(2, MAX_TOKENS),
@@ -334,7 +336,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--stack",
         choices=["server", "rowwise"],
         help="server: a padded batch through sglang's backends, one GEMM per linear layer "
-        "(default on cuda); rowwise: one request, row-invariant torch (default on cpu)",
+        "(default on cuda; on cpu about half an hour for the default run on 2 cores, ten times "
+        "the row-wise stack's); rowwise: one request, row-invariant torch (default on cpu)",
     )
     p.add_argument(
         "--batch",
@@ -385,7 +388,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "under --out. Needs --device cuda; 2 on bad input.",
     )
     _model_arguments(p, on_gpu=True)
-    _kv_cache_arguments(p)
+    _kv_cache_arguments(p, has_stacks=False)
     p.add_argument(
         "--batch", type=positive_int_list, default=[1, 4, 32], help="batch sizes to time (1,4,32)"
     )
