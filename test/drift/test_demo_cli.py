@@ -87,15 +87,13 @@ def test_on_the_server_stack_the_closing_line_judges_deterministic_exact_parity(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "\n## Attribution\n" in proc.stdout
-    closing = proc.stdout.strip().splitlines()[-2]
-    assert closing.startswith("token identity with Base (deterministic-exact-parity: "), closing
-    assert closing.endswith(
-        "): HOLDS, tokens and committed states are bitwise equal to Base in all 2 modes, for "
+    _assert_token_identity_holds(
+        proc,
         "the tiny model on CPU under the Triton interpreter, 3 tokens, bfloat16 activations, "
         "bfloat16 KV cache, bfloat16 SSM pool, "
         "server stack (batch of 2, padded to 2 in decode and 2 in verify; sglang's Triton "
-        "attention backend)"
-    ), closing
+        "attention backend)",
+    )
 
 
 @pytest.mark.slow
@@ -134,15 +132,13 @@ def test_an_fp8_kv_cache_reaches_every_variant_and_the_closing_line(tmp_path, ru
         "--out", str(out), timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    closing = proc.stdout.strip().splitlines()[-2]
-    assert closing.startswith("token identity with Base (deterministic-exact-parity: "), closing
-    assert closing.endswith(
-        "): HOLDS, tokens and committed states are bitwise equal to Base in all 2 modes, for "
+    _assert_token_identity_holds(
+        proc,
         "the tiny model on CPU under the Triton interpreter, 4 tokens, bfloat16 activations, "
         "fp8_e4m3 KV cache (no K/V scales: 1.0, as sglang for a checkpoint without them), "
         "bfloat16 SSM pool, server stack (batch of 2, padded to 2 in decode and 2 in verify; "
-        "sglang's Triton attention backend)"
-    ), closing
+        "sglang's Triton attention backend)",
+    )
     results = json.loads((out / "demo.json").read_text())
     assert [(r["variant"], r["kv_cache_dtype"], r["kv_scale"]) for r in results] == [
         ("exact-parity", "fp8_e4m3", None),
@@ -153,3 +149,11 @@ def test_an_fp8_kv_cache_reaches_every_variant_and_the_closing_line(tmp_path, ru
     first = forced[0]["attribution"]["first"]
     assert (first["kind"], first["row"], first["output_index"]) == ("attention", 0, 1), first
     assert all(m["attribution"]["first"] is None for m in results[1]["modes"])
+
+
+def _assert_token_identity_holds(proc, scope: str) -> None:
+    """The demo's closing line judges token identity HOLDS, for ``scope``."""
+    closing = proc.stdout.strip().splitlines()[-2]
+    assert closing.startswith("token identity with Base (deterministic-exact-parity: "), closing
+    holds = "): HOLDS, tokens and committed states are bitwise equal to Base in all 2 modes, for "
+    assert closing.endswith(holds + scope), closing
