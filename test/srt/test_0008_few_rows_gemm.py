@@ -11,6 +11,7 @@ bits equal the persistent kernel's at every M is the patch's CUDA test, on SM90.
 
 from __future__ import annotations
 
+import ast
 import math
 
 import pytest
@@ -78,6 +79,36 @@ def test_the_padded_k_is_the_persistent_kernels_and_shared_memory_fits(bio, dtyp
                 assert bk % base == 0
                 assert math.ceil(k / bk) * bk == math.ceil(k / base) * base, (m, n, k, bk)
                 assert (bm + bn) * bk * dtype.itemsize * stages <= bio._SMEM_BUDGET
+
+
+REGISTERED = "test/registered/core/test_batch_invariant_mm_few_rows.py"
+
+
+def _registered_lists(tree) -> tuple[list, list]:
+    """SHAPES and SPREAD as the registered CUDA test defines them (read, not imported: it
+    needs sglang's test package)."""
+    names: dict[str, list] = {}
+    for node in ast.parse((tree / REGISTERED).read_text()).body:
+        if isinstance(node, ast.Assign) and node.targets[0].id in ("SHAPES", "SPREAD"):
+            names[node.targets[0].id] = ast.literal_eval(node.value)
+        elif isinstance(node, ast.AugAssign) and node.target.id == "SPREAD":
+            names["SPREAD"] += ast.literal_eval(node.value)
+    return names["SHAPES"], names["SPREAD"]
+
+
+@pytest.mark.parametrize("dtype", [BF16, FP16, FP32])
+def test_the_cuda_test_runs_every_tile_the_rule_can_pick(bio, sglang_tree, dtype):
+    """Every tile the rule picks at M <= 256 over a grid of widths and depths (K chunks
+    narrow with K), the registered test runs at one of its shapes: bf16 at every M,
+    fp16 and fp32 at its spread of M."""
+    shapes, spread = _registered_lists(sglang_tree)
+    rows = range(1, bio.FEW_ROWS_MAX_M + 1)
+    widths = (16, 96, 200, 256, 257, 1000, 1024, 2048, 5120, 8192, 16384, 248320)
+    depths = (64, 96, 128, 160, 192, 320, 1000, 1024, 1088, 2176, 2880, 4160, 5120, 17408)
+    possible = {_tile(bio, m, n, k, dtype) for m in rows for n in widths for k in depths}
+    tested_rows = rows if dtype == BF16 else spread
+    tested = {_tile(bio, m, n, k, dtype) for m in tested_rows for n, k in shapes}
+    assert len(possible) >= 20 and possible <= tested, sorted(possible - tested)
 
 
 @pytest.mark.parametrize(
