@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 
+import psutil
 import pytest
 
 from helpers.cli import assert_refused, sigint_as_a_terminal
@@ -71,6 +72,37 @@ def test_an_interrupted_demo_exits_130_and_leaves_no_output_directory(series, tm
     assert err.splitlines()[-1] == "gdn-parity demo: interrupted"
     assert "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_a_terminated_demo_exits_143_and_stops_its_workers(series, tmp_path):
+    """SIGTERM (as `kill` and service managers send it) stops the workers as Ctrl-C does;
+    before, the demo died at once and its workers ran on, reparented, for minutes."""
+    out = tmp_path / "demo-out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gdn_parity.cli", "demo", "--tokens", "8", "--out", str(out)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for line in proc.stderr:  # the note before the workers start
+            if "starting" in line and "worker" in line:
+                break
+        time.sleep(3)  # the workers are importing sglang
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        assert workers
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert err.splitlines()[-1] == "gdn-parity demo: terminated"
+    assert "Traceback" not in err
+    assert not out.exists()
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, alive
 
 
 @pytest.mark.slow

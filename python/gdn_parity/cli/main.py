@@ -5,7 +5,7 @@ input (nothing was changed) or a failure the one-line message explains (naming a
 log file where the detail matters), 70 internal error (an exception gdn-parity does not
 expect: a bug or a broken install; the one-line message names the log file that holds the
 traceback), 130 interrupted (Ctrl-C), 141 stdout closed before the output ended (as by
-head in gdn-parity smoke | head -1).
+head in gdn-parity smoke | head -1), 143 terminated (SIGTERM; stopped as Ctrl-C stops it).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import argparse
 import errno
 import io
 import os
+import signal
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -32,6 +34,16 @@ EXIT_ERROR = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE of sysexits.h: not 1, which is a verdict
 EXIT_INTERRUPTED = 130
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as the interrupt Ctrl-C raises, so that a verb stops its workers
+    and leaves what an interrupted run leaves (before: the workers outlived it)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> NoReturn:
+    raise Terminated
 
 
 class UsageError(Exception):
@@ -267,6 +279,8 @@ def _open_missing_streams() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _open_missing_streams()
+    if threading.current_thread() is threading.main_thread():  # where handlers can be set
+        signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         try:
             status = _run(argv)
@@ -290,6 +304,9 @@ def _run(argv: list[str] | None) -> int:
         return EXIT_ERROR
     except GdnParityError as exc:
         return _error(prog, str(exc))
+    except Terminated:
+        print(f"{prog}: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
