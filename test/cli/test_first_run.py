@@ -48,10 +48,9 @@ def test_harness_server_on_a_port_in_use_fails_before_loading_the_model(run_cli)
     assert seconds < 30, seconds  # the model takes longer than this to build on CPU
 
 
-@pytest.mark.slow
-@pytest.mark.needs_tree
-def test_an_interrupted_demo_exits_130_and_leaves_no_output_directory(series, tmp_path):
-    out = tmp_path / "demo-out"
+def _signal_a_starting_demo(out, sig: int) -> tuple[subprocess.Popen, str, list]:
+    """Start a demo, send ``sig`` once its workers are importing sglang, and wait for it:
+    the process, its stderr, and the workers it had then."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "gdn_parity.cli", "demo", "--tokens", "8", "--out", str(out)],
         stderr=subprocess.PIPE,
@@ -64,43 +63,34 @@ def test_an_interrupted_demo_exits_130_and_leaves_no_output_directory(series, tm
             if "starting" in line and "worker" in line:
                 break
         time.sleep(3)  # the workers are importing sglang
-        proc.send_signal(signal.SIGINT)
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)  # returns once every worker is stopped
     finally:
         proc.kill()
-    assert proc.returncode == 130, err
-    assert err.splitlines()[-1] == "gdn-parity demo: interrupted"
-    assert "Traceback" not in err
-    assert not out.exists()
+    return proc, err, workers
 
 
 @pytest.mark.slow
 @pytest.mark.needs_tree
-def test_a_terminated_demo_exits_143_and_stops_its_workers(series, tmp_path):
-    """SIGTERM (as `kill` and service managers send it) stops the workers as Ctrl-C does;
-    before, the demo died at once and its workers ran on, reparented, for minutes."""
+@pytest.mark.parametrize(
+    ("sig", "status", "word"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_stopped_demo_stops_its_workers_and_leaves_no_output_directory(
+    series, tmp_path, sig, status, word
+):
+    """Ctrl-C exits 130, SIGTERM (as `kill` and service managers send it) 143, each after
+    stopping the workers; before, SIGTERM killed the demo at once and its workers ran on,
+    reparented, for minutes."""
     out = tmp_path / "demo-out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gdn_parity.cli", "demo", "--tokens", "8", "--out", str(out)],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        for line in proc.stderr:  # the note before the workers start
-            if "starting" in line and "worker" in line:
-                break
-        time.sleep(3)  # the workers are importing sglang
-        workers = psutil.Process(proc.pid).children(recursive=True)
-        assert workers
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 143, err
-    assert err.splitlines()[-1] == "gdn-parity demo: terminated"
+    proc, err, workers = _signal_a_starting_demo(out, sig)
+    assert proc.returncode == status, err
+    assert err.splitlines()[-1] == f"gdn-parity demo: {word}"
     assert "Traceback" not in err
     assert not out.exists()
+    assert workers
     _, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, alive
 
