@@ -21,12 +21,13 @@ from gdn_parity.cli.options import (
 )
 from gdn_parity.drift.model.config import SIZES
 from gdn_parity.drift.model.server.padding import MAX_BATCH
-from gdn_parity.drift.model.stacks import KV_CACHE_DTYPES, default_stack, kv_cache_problem
+from gdn_parity.drift.model.stacks import default_stack, kv_cache_problem
 from gdn_parity.drift.run.variants import VARIANTS, Variant, variant_named
 from gdn_parity.errors import GdnParityError
 
 DEVICES = ("cpu", "cuda")
 SSM_DTYPES = ("bfloat16", "float16", "float32")
+KV_CACHE_DTYPES = ("auto", "fp8_e4m3")  # server.backends.KV_CACHE_DTYPES (no sglang import here)
 ACTIVATION_DTYPES = ("bfloat16", "float16")
 DEMO_VARIANTS = ("0.5.23", "beta-aligned", "exact-parity")
 DEFAULT_BATCH = 5  # the server stack's: padded to 8 in a Base server's decode

@@ -18,9 +18,6 @@ if TYPE_CHECKING:
     from gdn_parity.drift.model.weights import ModelWeights
 
 STACKS = ("server", "rowwise")
-# sglang's --kv-cache-dtype values the server stack takes: "auto" (the model's dtype, as for a
-# checkpoint without kv_cache_quant_algo) and "fp8_e4m3" (torch.float8_e4m3fn).
-KV_CACHE_DTYPES = ("auto", "fp8_e4m3")
 
 
 def kv_cache_problem(stack: str, kv_cache_dtype: str, kv_scale: float | None) -> str | None:

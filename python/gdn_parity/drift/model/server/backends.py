@@ -27,7 +27,10 @@ from gdn_parity.drift.model.server.numerics import (
     SPLIT_TILE,
     ServerNumerics,
 )
-from gdn_parity.drift.model.stacks import KV_CACHE_DTYPES
+
+# sglang's --kv-cache-dtype values the server stack takes: "auto" (the model's dtype, as for a
+# checkpoint without kv_cache_quant_algo) and "fp8_e4m3" (torch.float8_e4m3fn).
+KV_CACHE_DTYPES = ("auto", "fp8_e4m3")
 
 
 def kv_cache_dtype(name: str, model_dtype: torch.dtype) -> torch.dtype:
