@@ -275,3 +275,56 @@ def test_qwen35_27b_attention_in_both_stacks(sglang_tree, monkeypatch):
     run = _spec((server, start, first, base, None), Mode(ModeKind.FORCED_REJECT, 1))
     assert run.tokens == base.tokens
     assert all(d.max_diff == 0 for d in run.diffs if d.on_path)
+
+
+def test_qwen35_attention_prepares_qkv_with_sglangs_fused_kernel(sglang_tree, monkeypatch):
+    """With the output gate, every attention forward (prefill, decode, verify) prepares q, k
+    and the gate with sglang's ``fused_qk_gemma_rmsnorm_rope_gate``, as qwen3_5.py's
+    ``forward_prepare_cuda_fused`` does on CUDA: the rows' positions, GemmaRMSNorm's stored
+    weights (the multiplier less one) and RotaryEmbedding's fp32 cos/sin cache."""
+    import dataclasses
+    import math
+
+    from sglang.kernels.ops.attention import fused_qk_rmsnorm_rope_gate as fused
+
+    from gdn_parity.drift.model.config import SIZES
+    from gdn_parity.drift.run import loops
+
+    gated = dataclasses.replace(
+        SIZES["tiny"], name="tiny-gated", attn_output_gate=True, partial_rotary_factor=0.5,
+        rope_theta=1e7, gpu_only=True,
+    )  # fmt: skip
+    monkeypatch.setitem(SIZES, "tiny-gated", gated)
+    calls = []
+    kernel = fused.fused_qk_gemma_rmsnorm_rope_gate
+
+    def spy(q_gate, k, q_weight, k_weight, cache, positions, *args, **kwargs):
+        calls.append((q_gate.shape[0], positions.tolist(), q_weight, k_weight, cache, args))
+        return kernel(q_gate, k, q_weight, k_weight, cache, positions, *args, **kwargs)
+
+    monkeypatch.setattr(fused, "fused_qk_gemma_rmsnorm_rope_gate", spy)
+    server = build_stack(
+        StackSpec("server", "tiny-gated", "cpu", max_len=48, requests=2, exact_parity=True)
+    )
+    start, first = loops.prefill(server, list(INPUT_IDS))
+    p, layers = len(INPUT_IDS), len(gated.attention_layers)
+    prompts = [p, p - 3]  # companion_prompts: request i's prompt is 3 * i tokens shorter
+    assert [c[1] for c in calls] == [list(range(n)) for n in prompts for _ in range(layers)]
+    calls.clear()
+    server.forward([first], start.requests[0][0], "decode")
+    # decode pads 2 requests to 2 rows: request 0 at p, request 1 at p - 3
+    assert [c[1] for c in calls] == [[p, p - 3]] * layers
+    calls.clear()
+    server.set_draft_tokens(2)
+    server.forward([first, first], p + 1, "verify", exact_parity=True)
+    assert [c[1] for c in calls] == [[p + 1, p + 2, p - 2, p - 1]] * layers
+    heads, rot = gated.attn_heads, gated.rotary_dim
+    for _, _, q_weight, k_weight, cache, args in calls:
+        assert args[1:] == (heads, gated.attn_kv_heads, gated.attn_head_dim, rot)
+        assert not q_weight.any() and not k_weight.any()  # the multiplier: ones
+        assert cache.dtype == torch.float32 and cache.shape == (48, rot)
+        # neox cos/sin of position t at frequency theta^(-2i/rot), computed here in fp64
+        t = torch.arange(48, dtype=torch.float64)[:, None]
+        angle = t * 1e7 ** (-torch.arange(0, rot, 2, dtype=torch.float64) / rot)
+        ref = torch.cat([angle.cos(), angle.sin()], -1)
+        assert torch.allclose(cache.double(), ref, atol=1e-5 * math.pi * 48)

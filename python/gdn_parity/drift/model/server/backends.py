@@ -16,6 +16,7 @@ and 0006 build their backends here too.
 
 from __future__ import annotations
 
+import types
 from types import SimpleNamespace
 
 import torch
@@ -193,6 +194,26 @@ def triton_attention_backend(
         _dense_one_shot_kv_indptr=None,
     )
     return b
+
+
+def rotary_cos_sin_cache(c: ModelConfig, positions: int, device: str) -> torch.Tensor:
+    """The cos/sin cache ``[positions, rotary_dim]`` of the attention layers' ``get_rope``
+    (neox style, ``rotary_dim`` of each head): ``RotaryEmbedding``'s own
+    ``_compute_cos_sin_cache``, on ``device`` as a server builds it on the model's device,
+    and in fp32 as ``__init__`` keeps it on CUDA. ``__init__`` itself picks a rotary
+    kernel, which needs sgl_kernel or vllm here."""
+    from sglang.srt.layers.rotary_embedding.base import RotaryEmbedding
+
+    rope = SimpleNamespace(
+        base=c.rope_theta,
+        rotary_dim=c.rotary_dim,
+        max_position_embeddings=positions,
+        position_start=0,
+        _force_native=False,
+    )
+    rope._compute_inv_freq = types.MethodType(RotaryEmbedding._compute_inv_freq, rope)
+    with torch.device(device):
+        return RotaryEmbedding._compute_cos_sin_cache(rope)
 
 
 def gdn_layer(layer_id: int, c: ModelConfig, w) -> SimpleNamespace:

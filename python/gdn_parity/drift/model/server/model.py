@@ -21,12 +21,21 @@ kernel, and writes the K/V of every row (the drafts' too). GDN layers run
 conv kernel where ``can_use_fused_qkvzba_causal_conv1d_update_contiguous``
 allows it: CUDA) and ``forward_extend`` for verify, after Qwen3.5's own
 ``fused_qkvzba_split_reshape_cat_contiguous``; the gated norm is fla's
-``layernorm_gated.RMSNorm``. The other RMSNorms are ``rms_norm_batch_invariant``
-(sglang's RMSNorm.forward_cuda needs sgl_kernel outside batch-invariant mode)
-and rotary is the row-wise stack's rope applied to all rows at once (sglang's
-RotaryEmbedding needs sgl_kernel or vllm at this head size off CUDA). Prefill (shared by every
-mode, not compared) runs per request through the same kernels as the
-row-wise stack's prefill, and stores its K/V through the pool's ``set_kv_buffer`` as
+``layernorm_gated.RMSNorm``. With the attention output gate (Qwen3.5's attention:
+the 27B sizes) the q/k norms, rotary and the gate split are sglang's
+``fused_qk_gemma_rmsnorm_rope_gate``, called as ``forward_prepare_cuda_fused`` calls it
+on CUDA, over ``RotaryEmbedding``'s cos/sin cache. Stand-ins, named as such: the
+layer RMSNorms are ``rms_norm_batch_invariant`` (Qwen3.5's ``GemmaRMSNorm`` runs
+sgl_kernel's ``gemma_rmsnorm``/``gemma_fused_add_rmsnorm`` on CUDA in every mode, and
+sgl_kernel does not import here); without the output gate (tiny, large) the q/k norms
+are ``rms_norm_batch_invariant`` and rotary the row-wise stack's rope over all rows
+(``forward_prepare_native``'s ``RotaryEmbedding`` needs sgl_kernel or vllm); the MLP's
+activation is ``SiluAndMul.forward_native`` (sgl_kernel's ``silu_and_mul`` on CUDA).
+During CUDA-graph capture (what ``cost`` times) the streams are Qwen3.5's:
+in_proj_ba runs on an alt stream beside in_proj_qkvz, and without the output gate
+k's norm beside q's. Prefill (shared by every mode, not compared) runs per request
+through the same kernels as the row-wise stack's prefill (the attention's q/k/gate
+preparation as in decode), and stores its K/V through the pool's ``set_kv_buffer`` as
 ``forward_extend`` does.
 
 The KV pool's dtype is sglang's ``--kv-cache-dtype`` (``kv_cache_dtype``: ``auto``, the
@@ -61,6 +70,8 @@ if TYPE_CHECKING:
     from gdn_parity.drift.attribute.recorder import ComponentRecorder
 
 VOCAB_IDS = 248069  # sglang#35150's request uses ids below this
+# qwen3_5.py's _forward_input_proj: in_proj_ba overlaps in_proj_qkvz below this many rows
+DUAL_STREAM_TOKEN_THRESHOLD = 1024
 
 
 def companion_prompts(prompt: list[int], requests: int) -> list[list[int]]:
@@ -144,12 +155,23 @@ class ServerModel:
 
     def _build_layers(self) -> None:
         from sglang.kernels.ops.attention.fla.layernorm_gated import RMSNorm as RMSNormGated
+        from sglang.kernels.ops.attention.fused_qk_rmsnorm_rope_gate import (
+            fused_qk_gemma_rmsnorm_rope_gate,
+        )
         from sglang.kernels.ops.elementwise.elementwise import fused_sigmoid_mul
         from sglang.srt.batch_invariant_ops import rms_norm_batch_invariant
 
         c, w = self.c, self.w
         self.rms_norm = rms_norm_batch_invariant
         self.sigmoid_mul = fused_sigmoid_mul  # Qwen3.5's attention output gate
+        self.qk_norm_rope_gate = fused_qk_gemma_rmsnorm_rope_gate
+        self.cos_sin_cache = (
+            backends.rotary_cos_sin_cache(c, self.max_len, self.device)
+            if c.attn_output_gate
+            else None
+        )
+        # qwen3_5.py's get_stream("alt") on CUDA: what graph capture overlaps on
+        self.alt_stream = torch.cuda.Stream() if self.device == "cuda" else None
         self.layers: list[SimpleNamespace] = []
         gdn_index = attn_index = 0
         for layer, lw in enumerate(w.layers):
@@ -162,6 +184,10 @@ class ServerModel:
                         index=layer,
                         radix=backends.attention_layer(attn_index, c, self.kv_scale, self.device),
                         qkv=m.qkv,  # QKVParallelLinear
+                        # GemmaRMSNorm's stored weights: the kernel multiplies by weight + 1
+                        # (exact for the harness's norm weights, ones)
+                        q_norm=m.q_norm - 1,
+                        k_norm=m.k_norm - 1,
                         w=m,
                         lw=lw,
                         gate_up=mlp,
@@ -388,24 +414,48 @@ class ServerModel:
         return down
 
     def _qkv(self, x, layer, positions):
-        """q, k, v of the rows, and the output gate ``[rows, heads, head_dim]`` (a strided
-        view, as qwen3_5.py's forward_prepare_native keeps it) or None."""
+        """q, k, v of the rows, and the output gate ``[rows, heads * head_dim]`` (as
+        ``forward_prepare_cuda_fused`` returns it) or None (no output gate)."""
         c = self.c
         qkv = self._linear(x, layer.qkv)
         self._tap(layer.index, "qkv_proj", qkv)
         kv = c.attn_kv_heads * c.attn_head_dim
         q, k, v = qkv.split([c.attn_q_dim, kv, kv], dim=-1)
-        gate = None
-        if c.attn_output_gate:
-            q, gate = q.view(x.shape[0], c.attn_heads, -1).chunk(2, dim=-1)
-        q = self.rms_norm(q.reshape(-1, c.attn_head_dim), layer.w.q_norm, c.rms_eps)
-        k = self.rms_norm(k.reshape(-1, c.attn_head_dim), layer.w.k_norm, c.rms_eps)
+        if c.attn_output_gate:  # forward_prepare_cuda_fused
+            q, k, gate = self.qk_norm_rope_gate(
+                q, k, layer.q_norm, layer.k_norm, self.cos_sin_cache, positions, c.rms_eps,
+                c.attn_heads, c.attn_kv_heads, c.attn_head_dim, c.rotary_dim, has_gate=True,
+            )  # fmt: skip
+            self._tap(layer.index, "q_norm_rope", q)
+            self._tap(layer.index, "k_norm_rope", k)
+            return q, k, v.contiguous(), gate.view(x.shape[0], -1)
+        q, k = self._beside(  # forward_prepare_native's _apply_qk_norm
+            lambda: self.rms_norm(q.reshape(-1, c.attn_head_dim), layer.w.q_norm, c.rms_eps),
+            lambda: self.rms_norm(k.reshape(-1, c.attn_head_dim), layer.w.k_norm, c.rms_eps),
+        )
         rows = positions[:, None]  # one position per row, broadcast over its heads
         q = rope(q.view(x.shape[0], -1, c.attn_head_dim), rows, c.rope_theta, c.rotary_dim)
         k = rope(k.view(x.shape[0], -1, c.attn_head_dim), rows, c.rope_theta, c.rotary_dim)
         self._tap(layer.index, "q_norm_rope", q)
         self._tap(layer.index, "k_norm_rope", k)
-        return q.reshape(x.shape[0], -1), k.reshape(x.shape[0], -1), v.contiguous(), gate
+        return q.reshape(x.shape[0], -1), k.reshape(x.shape[0], -1), v.contiguous(), None
+
+    def _beside(
+        self, main: Callable[[], torch.Tensor], side: Callable[[], torch.Tensor], few_rows=True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``main()`` and ``side()``: in CUDA-graph capture (qwen3_5.py's
+        ``get_is_capture_mode()``) with ``few_rows``, ``side`` on the alt stream beside
+        ``main``, as Qwen3.5 runs in_proj_ba beside in_proj_qkvz and k's norm beside q's."""
+        capturing = self.alt_stream is not None and torch.cuda.is_current_stream_capturing()
+        if not (few_rows and capturing):
+            return main(), side()
+        current = torch.cuda.current_stream()
+        self.alt_stream.wait_stream(current)
+        first = main()
+        with torch.cuda.stream(self.alt_stream):
+            second = side()
+        current.wait_stream(self.alt_stream)
+        return first, second
 
     def _gated(self, o: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
         """Attention output ``[rows, heads * head_dim]`` times sigmoid of the output gate,
@@ -581,7 +631,11 @@ class ServerModel:
         )
 
         c = self.c
-        qkvz, ba = self._linear(x, layer.qkvz), self._linear(x, layer.ba)
+        qkvz, ba = self._beside(
+            lambda: self._linear(x, layer.qkvz),
+            lambda: self._linear(x, layer.ba),
+            few_rows=x.shape[0] < DUAL_STREAM_TOKEN_THRESHOLD,
+        )
         self._tap(layer.index, "in_proj_qkvz", qkvz)
         self._tap(layer.index, "in_proj_ba", ba)
         if phase == "decode" and self.fused_decode_proj_conv:
