@@ -4,6 +4,9 @@
 #   tiles     gemm_tiles.py --sweep: patch 0008's kernel at candidate tiles vs cuBLAS
 #   grid      gemm_tiles.py --grid GRID_SHAPES (27b.in_proj_ba,27b.o_proj): a grid of tiles,
 #             K chunks up to 1024, at the shapes that missed the goal
+#   splitk    splitk_study.py: a fixed split-K (2, 4, 8, 16) for the weights of at most 256
+#             columns, at every M (decode, verify and prefill sizes): rows over M = 1..512,
+#             time against cuBLAS and the mode's GEMM
 #   table     gemm_tiles.py --table: the mode's GEMM as 0008 dispatches it, cuBLAS, the
 #             persistent kernel, the floor (the issue's GEMM table)
 #   tests     the series' CUDA tests named by TESTS_MATCH (run_upstream_tests.sh; default
@@ -36,6 +39,10 @@ for group in "$@"; do
       timeout "${GRID_LIMIT:-240}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series --out $O \
         --grid "${GRID_SHAPES:-27b.in_proj_ba,27b.o_proj}" > $O/grid.log 2>&1
       cp $O/gemm_tiles_grid.md "$OUT/gemm_tiles_grid_$tag.md" ;;
+    splitk)
+      timeout "${SPLITK_LIMIT:-240}" python3 benchmark/gpu/splitk_study.py --tree $G/series \
+        --out $O > $O/splitk.log 2>&1
+      cp $O/splitk_study.md "$OUT/splitk_study_$tag.md" ;;
     table)
       timeout "${TABLE_LIMIT:-180}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series --out $O \
         --table > $O/table.log 2>&1
