@@ -187,10 +187,10 @@ def test_repro_refuses_input_ids_that_are_not_token_ids(content, message, tmp_pa
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--timeout", "0"], "argument --timeout: '0' is not a positive number of seconds"),
-        (["--timeout", "nan"], "argument --timeout: 'nan' is not a positive number"),
-        (["--timeout", "inf"], "argument --timeout: 'inf' is not a positive number"),
-        (["--timeout", "x"], "argument --timeout: 'x' is not a positive number"),
+        (["--timeout", "0"], "argument --timeout: '0' is not a finite number of seconds above 0"),
+        (["--timeout", "nan"], "argument --timeout: 'nan' is not a finite number of seconds"),
+        (["--timeout", "inf"], "argument --timeout: 'inf' is not a finite number of seconds"),
+        (["--timeout", "x"], "argument --timeout: 'x' is not a finite number of seconds"),
         (["--repeats", "0"], "argument --repeats: '0' must be at least 1"),
         (["--max-new-tokens", "x"], "argument --max-new-tokens: 'x' is not an integer"),
         ([], "the following arguments are required: --base-url, --spec-url"),
@@ -274,9 +274,9 @@ def test_ctrl_c_exits_130_with_a_short_message():
         (["--stack", "server", "--kv-cache-scale", "2"], "--kv-cache-scale scales K/V into a "
          "quantized pool: pass --kv-cache-dtype fp8_e4m3 with it"),
         (["--stack", "server", "--kv-cache-dtype", "fp8_e4m3", "--kv-cache-scale", "0"],
-         "argument --kv-cache-scale: '0' is not a positive number"),
+         "argument --kv-cache-scale: '0' is not a finite number above 0"),
         (["--stack", "server", "--kv-cache-dtype", "fp8_e4m3", "--kv-cache-scale", "inf"],
-         "argument --kv-cache-scale: 'inf' is not a positive number"),
+         "argument --kv-cache-scale: 'inf' is not a finite number above 0"),
     ],
 )  # fmt: skip
 def test_demo_refuses_bad_arguments_before_any_work(args, message, tmp_path, run_cli):
@@ -312,6 +312,27 @@ def test_demo_refuses_a_trace_file_before_it_probes_demo_out(tmp_path, run_cli):
 def test_cuda_without_cuda_is_refused_at_start_up(verb, tmp_path, run_cli):
     proc = run_cli(verb, "--device", "cuda", *(["--out", str(tmp_path / "o")] * (verb == "demo")))
     assert_refused(proc, "--device cuda, but torch sees no CUDA device: run on CPU")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(CUDA, reason="this machine has CUDA: the refusal is for machines without it")
+@pytest.mark.parametrize(
+    "args,on_cpu",
+    [
+        ([], "--device cpu"),
+        (["--stack", "rowwise"], "--device cpu"),
+        (["--kv-cache-dtype", "fp8_e4m3"], "--device cpu --stack server"),
+        (["--batch", "4"], "--device cpu --stack server"),
+        (["--variants", "deterministic-exact-parity"], "--device cpu --stack server"),
+    ],
+)
+def test_a_demo_without_cuda_names_what_runs_it_on_cpu(args, on_cpu, tmp_path, run_cli):
+    """The refusal names the arguments that run the same demo on CPU. Before: always
+    --device cpu, whose default row-wise stack then refused an FP8 KV cache, a batch or
+    deterministic inference (helper-9)."""
+    proc = run_cli("demo", "--device", "cuda", *args, "--out", str(tmp_path / "o"))
+    assert_refused(proc, f"torch sees no CUDA device: run on CPU with {on_cpu}")
+    assert proc.stderr.rstrip().endswith(on_cpu)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -367,10 +388,17 @@ def test_a_refusal_of_the_large_model_on_cpu_is_one_line(args, message, tmp_path
     assert _files(tmp_path) == {"a-file": b"keep me\n"}
 
 
-@pytest.mark.parametrize("device", ["cpu", "cuda"])  # the test bed has no CUDA device
-def test_cost_refuses_the_interpreter_before_any_work(device, tmp_path, run_cli):
+@pytest.mark.parametrize(
+    "device,message",
+    [
+        ("cpu", "cost times GPU kernels: pass --device cuda"),
+        # the test bed has no CUDA device. Before: this named --device cuda, already given
+        ("cuda", "cost times GPU kernels: --device cuda, but torch finds no CUDA device here"),
+    ],
+)
+def test_cost_refuses_the_interpreter_before_any_work(device, message, tmp_path, run_cli):
     proc = run_cli("cost", "--device", device, "--out", str(tmp_path / "out"))
-    assert_refused(proc, "cost times GPU kernels: it needs --device cuda and a CUDA device")
+    assert_refused(proc, message)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -48,15 +48,26 @@ def variant_list(text: str) -> list[Variant]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _check_device(device: str) -> None:
-    """Refuse CUDA without a CUDA device."""
+def _check_device(device: str, on_cpu: str = "--device cpu") -> None:
+    """Refuse CUDA without a CUDA device, naming ``on_cpu``: what runs the same on CPU."""
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise GdnParityError(
-                "--device cuda, but torch sees no CUDA device: run on CPU with --device cpu"
+                f"--device cuda, but torch sees no CUDA device: run on CPU with {on_cpu}"
             )
+
+
+def _demo_on_cpu(args: argparse.Namespace) -> str:
+    """The arguments that run this demo on CPU: ``--device cpu``, and ``--stack server`` where
+    the run needs that stack (the CPU default is the row-wise stack, which refuses the rest)."""
+    server = args.stack is None and (
+        args.kv_cache_dtype != "auto"
+        or args.batch not in (None, 1)
+        or any(v.deterministic for v in args.variants)
+    )
+    return "--device cpu --stack server" if server else "--device cpu"
 
 
 def _check_fits(
@@ -121,9 +132,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from gdn_parity.drift.demo import DemoPlan, run_demo
     from gdn_parity.drift.run.modes import demo_modes
 
+    _check_device(args.device, _demo_on_cpu(args))
     stack = args.stack or default_stack(args.device)
     batch = _batch(args.batch, stack)
-    _check_device(args.device)
     series = series_of(args)
     plan = DemoPlan(
         variants=args.variants,
@@ -163,16 +174,18 @@ def cmd_cost(args: argparse.Namespace) -> int:
     from gdn_parity.debug.issue35150 import INPUT_IDS
     from gdn_parity.drift.cost.plan import CostPlan, run_cost
 
-    refusal = (
-        "cost times GPU kernels: it needs --device cuda and a CUDA device (under the "
-        "Triton interpreter it would time the interpreter)"
-    )
     if args.device != "cuda":
-        raise GdnParityError(refusal)
+        raise GdnParityError(
+            "cost times GPU kernels: pass --device cuda (under the Triton interpreter it "
+            "would time the interpreter)"
+        )
     import torch
 
     if not torch.cuda.is_available():
-        raise GdnParityError(refusal)
+        raise GdnParityError(
+            "cost times GPU kernels: --device cuda, but torch finds no CUDA device here; "
+            "run it on a machine with one"
+        )
     if max(args.batch) > MAX_BATCH:
         raise GdnParityError(f"--batch sizes must be 1 to {MAX_BATCH}")
     problem = kv_cache_problem("server", args.kv_cache_dtype, args.kv_cache_scale)
@@ -367,7 +380,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         + "; ".join(f"{v.name} ({v.description})" for v in VARIANTS)
         + f"; default {','.join(DEMO_VARIANTS)}",
     )
-    p.add_argument("--seed", type=integer, default=0, help="the drafter's seed")
+    p.add_argument("--seed", type=integer, default=0, help="the drafter's seed (0)")
     p.add_argument(
         "--out", type=path, default="demo-out", help="table, raw results and figure (demo-out/)"
     )
@@ -434,7 +447,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "target's own token (sglang#35150's experiment)",
     )
     p.add_argument(
-        "--gamma", type=positive_int, default=1, help="drafts per verify (forced-reject)"
+        "--gamma", type=positive_int, default=1, help="drafts per verify (forced-reject; 1)"
     )
     _model_arguments(p)
     p.add_argument(

@@ -121,12 +121,12 @@ def _positive(text: str, kind: str) -> float:
 
 def positive_number(text: str) -> float:
     """An argparse type: a finite number above 0."""
-    return _positive(text, "a positive number")
+    return _positive(text, "a finite number above 0")
 
 
 def positive_seconds(text: str) -> float:
     """An argparse type: a finite number of seconds above 0."""
-    return _positive(text, "a positive number of seconds")
+    return _positive(text, "a finite number of seconds above 0")
 
 
 def _comma_list(text: str, item: Callable[[str], float], kind: str, example: str) -> list:
