@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -48,15 +49,17 @@ def test_harness_server_on_a_port_in_use_fails_before_loading_the_model(run_cli)
     assert seconds < 30, seconds  # the model takes longer than this to build on CPU
 
 
-def _signal_a_starting_demo(out, sig: int) -> tuple[subprocess.Popen, str, list]:
-    """Start a demo, send ``sig`` once its workers are importing sglang, and wait for it:
-    the process, its stderr, and the workers it had then."""
+def _signal_a_starting_demo(out, sig: int, group: bool) -> tuple[subprocess.Popen, str, list]:
+    """Start a demo, send ``sig`` once its workers are importing sglang (to its process group
+    with ``group``, as a terminal sends Ctrl-C), and wait for it: the process, its stderr, and
+    the workers it had then."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "gdn_parity.cli", "demo", "--tokens", "8", "--out", str(out)],
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         preexec_fn=sigint_as_a_terminal,
+        start_new_session=group,
     )
     try:
         for line in proc.stderr:  # the note before the workers start
@@ -64,7 +67,10 @@ def _signal_a_starting_demo(out, sig: int) -> tuple[subprocess.Popen, str, list]
                 break
         time.sleep(3)  # the workers are importing sglang
         workers = psutil.Process(proc.pid).children(recursive=True)
-        proc.send_signal(sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)  # returns once every worker is stopped
     finally:
         proc.kill()
@@ -74,18 +80,24 @@ def _signal_a_starting_demo(out, sig: int) -> tuple[subprocess.Popen, str, list]
 @pytest.mark.slow
 @pytest.mark.needs_tree
 @pytest.mark.parametrize(
-    ("sig", "status", "word"),
-    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
-    ids=["ctrl-c", "sigterm"],
+    ("sig", "status", "word", "group"),
+    [
+        (signal.SIGINT, 130, "interrupted", False),
+        (signal.SIGTERM, 143, "terminated", False),
+        (signal.SIGTERM, 143, "terminated", True),
+    ],
+    ids=["ctrl-c", "sigterm", "sigterm-to-the-group"],
 )
 def test_a_stopped_demo_stops_its_workers_and_leaves_no_output_directory(
-    series, tmp_path, sig, status, word
+    series, tmp_path, sig, status, word, group
 ):
     """Ctrl-C exits 130, SIGTERM (as `kill` and service managers send it) 143, each after
     stopping the workers; before, SIGTERM killed the demo at once and its workers ran on,
-    reparented, for minutes."""
+    reparented, for minutes. Sent to the process group, the signal reaches the workers too;
+    before, a worker it ended first was taken for a failure, and its log stayed in the cache
+    (``_no_log_in_the_users_cache`` checks)."""
     out = tmp_path / "demo-out"
-    proc, err, workers = _signal_a_starting_demo(out, sig)
+    proc, err, workers = _signal_a_starting_demo(out, sig, group)
     assert proc.returncode == status, err
     assert err.splitlines()[-1] == f"gdn-parity demo: {word}"
     assert "Traceback" not in err

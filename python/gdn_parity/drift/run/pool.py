@@ -203,6 +203,11 @@ def run_workers(
         stop()
         for done in finished:
             done.wait()
+        # No error names a log of an interrupted run. A signal sent to the process group
+        # (a terminal's Ctrl-C, kill -TERM -PGID) can end a worker before this process
+        # sees it, so that its thread took the worker for a failure and kept its log.
+        for failure in failed:
+            failure.log.unlink(missing_ok=True)
         raise
     if raised:
         raise min(raised, key=lambda one: one[0])[1]
