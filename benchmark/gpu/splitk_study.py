@@ -5,7 +5,8 @@ is 1.09-1.33x cuBLAS at M <= 64: 6 programs stream K alone.
 A split-K keeps a row's bits the same at every M only if the split is the same at every M
 (prefill too): each split's partial is one fp32 accumulator over tl.dot chunks from its
 first K, which the tile does not change (``gemm_study``), and the partials are added in
-split order by a second kernel. It changes the bits of these layers against today's mode.
+split order by a second kernel (``gemm_study.splitk_reduce``). It changes the bits of these
+layers against today's mode.
 This measures, per shape of at most 256 columns and per split count S (fixed at every M):
 
 - bits: the rows at every M from 1 to 512 equal the 512-row product taken with another
@@ -33,7 +34,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_study import SHAPES, time_kernel  # noqa: E402
+from gemm_study import SHAPES, splitk_reduce, time_kernel  # noqa: E402
 
 from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
 
@@ -73,17 +74,6 @@ def partial_kernel(
     tl.store(p_ptr + split * M * N + offs_m[:, None] * N + offs_n[None, :], acc, mask=mask)
 
 
-@triton.jit
-def ordered_sum_kernel(p_ptr, c_ptr, MN, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
-    """The partials added in split order, then cast: the same order at every M."""
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < MN
-    acc = tl.load(p_ptr + offs, mask=mask, other=0.0)
-    for s in tl.static_range(1, SPLITS):
-        acc += tl.load(p_ptr + s * MN + offs, mask=mask, other=0.0)
-    tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
-
-
 def tile_for(m: int) -> tuple[int, int, int, int]:
     """(BM, BN, warps, stages) by M: 16-row tiles for decode, 64 rows beyond 64."""
     if m <= 16:
@@ -106,7 +96,8 @@ def split_k(splits: int, tile: Callable[[int], tuple] = tile_for) -> Callable:
             a, w, p, m, n, k, a.stride(0), w.stride(0), per, BM=bm, BN=bn, BK=BK,
             num_warps=warps, num_stages=stages,
         )  # fmt: skip
-        ordered_sum_kernel[(triton.cdiv(m * n, 1024),)](p, c, m * n, SPLITS=splits, BLOCK=1024)
+        # the partials added in split order, then cast: the same order at every M
+        splitk_reduce[(triton.cdiv(m * n, 1024),)](p, c, m * n, SPLITS=splits, BLOCK=1024)
         return c
 
     return run
