@@ -280,10 +280,10 @@ def test_qwen35_27b_attention_in_both_stacks(sglang_tree, monkeypatch):
 def test_qwen35_attention_prepares_qkv_with_sglangs_fused_kernel(sglang_tree, monkeypatch):
     """With the output gate, every attention forward (prefill, decode, verify) prepares q, k
     and the gate with sglang's ``fused_qk_gemma_rmsnorm_rope_gate``, as qwen3_5.py's
-    ``forward_prepare_cuda_fused`` does on CUDA: the rows' positions, GemmaRMSNorm's stored
-    weights (the multiplier less one) and RotaryEmbedding's fp32 cos/sin cache."""
+    ``forward_prepare_cuda_fused`` does on CUDA (the views of the fused qkv, the rows'
+    positions, eps, GemmaRMSNorm's stored weights: the multiplier less one, and
+    RotaryEmbedding's fp32 cos/sin cache), and attention gets the kernel's q and k."""
     import dataclasses
-    import math
 
     from sglang.kernels.ops.attention import fused_qk_rmsnorm_rope_gate as fused
 
@@ -295,36 +295,81 @@ def test_qwen35_attention_prepares_qkv_with_sglangs_fused_kernel(sglang_tree, mo
         rope_theta=1e7, gpu_only=True,
     )  # fmt: skip
     monkeypatch.setitem(SIZES, "tiny-gated", gated)
-    calls = []
+    calls, attended = [], []
     kernel = fused.fused_qk_gemma_rmsnorm_rope_gate
 
     def spy(q_gate, k, q_weight, k_weight, cache, positions, *args, **kwargs):
-        calls.append((q_gate.shape[0], positions.tolist(), q_weight, k_weight, cache, args))
-        return kernel(q_gate, k, q_weight, k_weight, cache, positions, *args, **kwargs)
+        out = kernel(q_gate, k, q_weight, k_weight, cache, positions, *args, **kwargs)
+        strides = (q_gate.stride(0), k.stride(0))
+        calls.append((positions.tolist(), q_weight, k_weight, cache, strides, args, kwargs, out))
+        return out
 
     monkeypatch.setattr(fused, "fused_qk_gemma_rmsnorm_rope_gate", spy)
     server = build_stack(
         StackSpec("server", "tiny-gated", "cpu", max_len=48, requests=2, exact_parity=True)
     )
+    server.set_draft_tokens(2)  # the pools verify needs (this rebuilds the backends)
+    for name in ("forward_decode", "forward_extend"):
+        forward = getattr(server.attn, name)
+
+        def recorded(q, k, *rest, _forward=forward):
+            attended.append((q, k))
+            return _forward(q, k, *rest)
+
+        monkeypatch.setattr(server.attn, name, recorded)
     start, first = loops.prefill(server, list(INPUT_IDS))
     p, layers = len(INPUT_IDS), len(gated.attention_layers)
     prompts = [p, p - 3]  # companion_prompts: request i's prompt is 3 * i tokens shorter
-    assert [c[1] for c in calls] == [list(range(n)) for n in prompts for _ in range(layers)]
+    assert [c[0] for c in calls] == [list(range(n)) for n in prompts for _ in range(layers)]
     calls.clear()
     server.forward([first], start.requests[0][0], "decode")
     # decode pads 2 requests to 2 rows: request 0 at p, request 1 at p - 3
-    assert [c[1] for c in calls] == [[p, p - 3]] * layers
+    assert [c[0] for c in calls] == [[p, p - 3]] * layers
+    decode_calls = list(calls)
     calls.clear()
-    server.set_draft_tokens(2)
     server.forward([first, first], p + 1, "verify", exact_parity=True)
-    assert [c[1] for c in calls] == [[p + 1, p + 2, p - 2, p - 1]] * layers
-    heads, rot = gated.attn_heads, gated.rotary_dim
-    for _, _, q_weight, k_weight, cache, args in calls:
-        assert args[1:] == (heads, gated.attn_kv_heads, gated.attn_head_dim, rot)
+    assert [c[0] for c in calls] == [[p + 1, p + 2, p - 2, p - 1]] * layers
+    heads, kv, dim, rot = (
+        gated.attn_heads,
+        gated.attn_kv_heads,
+        gated.attn_head_dim,
+        gated.rotary_dim,
+    )
+    # RotaryEmbedding's cache for theta 1e7 (neox: cos then sin), computed here in fp32
+    t = torch.arange(48, dtype=torch.float)
+    angles = torch.outer(t, 1.0 / (1e7 ** (torch.arange(0, rot, 2, dtype=torch.float) / rot)))
+    expected_cache = torch.cat([angles.cos(), angles.sin()], -1)
+    qkv_width = gated.attn_q_dim + 2 * kv * dim
+    for _, q_weight, k_weight, cache, strides, args, kwargs, _ in decode_calls + calls:
+        assert args == (gated.rms_eps, heads, kv, dim, rot) and kwargs == {"has_gate": True}
+        assert strides == (qkv_width, qkv_width)  # views of the fused qkv, as the server's
         assert not q_weight.any() and not k_weight.any()  # the multiplier: ones
-        assert cache.dtype == torch.float32 and cache.shape == (48, rot)
-        # neox cos/sin of position t at frequency theta^(-2i/rot), computed here in fp64
-        t = torch.arange(48, dtype=torch.float64)[:, None]
-        angle = t * 1e7 ** (-torch.arange(0, rot, 2, dtype=torch.float64) / rot)
-        ref = torch.cat([angle.cos(), angle.sin()], -1)
-        assert torch.allclose(cache.double(), ref, atol=1e-5 * math.pi * 48)
+        assert cache.dtype == torch.float32 and torch.equal(cache, expected_cache)
+    # attention gets the kernel's q and k: decode's layers, then verify's
+    assert len(attended) == 2 * layers
+    for (q, k), (*_, (q_out, k_out, _gate)) in zip(attended, decode_calls + calls, strict=True):
+        assert torch.equal(q.reshape(q_out.shape), q_out)
+        assert torch.equal(k.reshape(k_out.shape), k_out)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_decode_picks_lean_as_a_server_does_in_and_out_of_capture(sglang_tree, deterministic):
+    """``--enable-lean-attention``'s default (None): the Triton backend's decode asks its
+    capture policy (by the padded batch) in sglang's capture mode, where ``cost`` warms up and
+    captures, and its context gate in eager forwards; under deterministic inference neither
+    (no Lean). Before: the stack forced Lean off, so default variants' graphs never baked it
+    where a server's would (the 27B's heads at 16 or more padded rows)."""
+    from gdn_parity.drift.run import loops
+
+    server = build_stack(
+        StackSpec("server", "tiny", "cpu", max_len=32, requests=2, deterministic=deterministic)
+    )
+    _, first = loops.prefill(server, list(INPUT_IDS)[:8])
+    asked = []
+    server.attn._lean_capture_policy = lambda *a, **k: asked.append("capture") or False
+    server.attn._lean_decode_seqlen_gate = lambda *a, **k: asked.append("context") or False
+    layers = len(server.c.attention_layers)
+    with server.capture_mode():
+        server.forward([first], 8, "decode")
+    server.forward([first], 9, "decode")
+    assert asked == ([] if deterministic else ["capture"] * layers + ["context"] * layers)

@@ -3,10 +3,11 @@
 The step's batch and the backends' metadata are built once (``prepare_step``);
 the forward then runs a few times to warm up and, on CUDA, is captured as a
 CUDA graph and replayed, as sglang's graph runner replays decode and target
-verify. Each replay is timed with CUDA events (on CPU, the wall clock: it only
-checks the plumbing, the interpreter's times mean nothing). A capture that
-fails falls back to timing the eager forward, and the result says why. The
-model's state is restored afterwards.
+verify; warm-up and capture run in sglang's capture mode, as the runner's do.
+Each replay is timed with CUDA events (on CPU, the wall clock: it only checks
+the plumbing, the interpreter's times mean nothing). A capture that fails falls
+back to timing the eager forward, and the result says why. The model's state is
+restored afterwards.
 """
 
 from __future__ import annotations
@@ -80,13 +81,16 @@ def time_step(
     snap = model.snapshot()
     model.set_draft_tokens(width if phase == "verify" else 1)
     step = model.prepare_step(phase, width)
-    for _ in range(warmup):
-        step.run()
-    run, note = step.run, "eager: CUDA graphs need --device cuda" if not cuda else ""
     if cuda and graphs:
-        run, note = _capture(step.run)
-    elif cuda:
-        note = "eager: --no-graphs"
+        with model.capture_mode():  # as sglang's graph runner warms up and captures
+            for _ in range(warmup):
+                step.run()
+            run, note = _capture(step.run)
+    else:
+        for _ in range(warmup):
+            step.run()
+        run = step.run
+        note = "eager: --no-graphs" if cuda else "eager: CUDA graphs need --device cuda"
     samples = [_elapsed_ms(run, cuda) for _ in range(replays)]
     model.restore(snap)
     return StepTime(

@@ -119,7 +119,13 @@ def triton_attention_backend(
     speculative target, in a tree that has it.
     """
     from sglang.kernels.ops.attention import extend_attention
-    from sglang.kernels.ops.attention.decode_attention import decode_attention_fwd
+    from sglang.kernels.ops.attention.decode_attention import (
+        _LEAN_BLOCK_M,
+        _lean_decode_launch_params,
+        decode_attention_fwd,
+        lean_capture_policy,
+        lean_decode_seqlen_gate,
+    )
     from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
     from sglang.srt.mem_cache.kv_index_translator import KVIndexTranslator
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
@@ -134,7 +140,8 @@ def triton_attention_backend(
         layer_num=layers,
         device=device,
         enable_memory_saver=False,
-        enable_alt_stream=False,
+        enable_alt_stream=True,  # a server's without PD multiplexing: V's store beside K's
+        # in capture mode, on CUDA
     )
     req_to_token = torch.zeros(req_rows, context, dtype=torch.int32, device=device)
     deterministic = numerics.deterministic_attention
@@ -173,9 +180,16 @@ def triton_attention_backend(
         use_verify_splitkv=False,  # ROCm only
         use_verify_shared_kv=False,  # ROCm only
         use_dense_fp8_chunked_prefill=False,
-        enable_lean_attention=False,
-        lean_total_programs=1,
-        lean_block_m=16,
+        # --enable-lean-attention's default, None: decode picks Lean by the padded batch in
+        # graph capture (capture_mode) and by the context in eager forwards; never under
+        # deterministic inference
+        enable_lean_attention=None,
+        _lean_decode_seqlen_gate=lean_decode_seqlen_gate,
+        _lean_capture_policy=lean_capture_policy,
+        lean_total_programs=_lean_decode_launch_params(
+            c.attn_kv_heads, c.attn_heads // c.attn_kv_heads
+        )[0],
+        lean_block_m=_LEAN_BLOCK_M,
         enable_deterministic=deterministic,
         static_kv_splits=False,
         device_core_count=SM_COUNT,

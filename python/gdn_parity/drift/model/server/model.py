@@ -31,12 +31,14 @@ sgl_kernel does not import here); without the output gate (tiny, large) the q/k 
 are ``rms_norm_batch_invariant`` and rotary the row-wise stack's rope over all rows
 (``forward_prepare_native``'s ``RotaryEmbedding`` needs sgl_kernel or vllm); the MLP's
 activation is ``SiluAndMul.forward_native`` (sgl_kernel's ``silu_and_mul`` on CUDA).
-During CUDA-graph capture (what ``cost`` times) the streams are Qwen3.5's:
-in_proj_ba runs on an alt stream beside in_proj_qkvz, and without the output gate
-k's norm beside q's. Prefill (shared by every mode, not compared) runs per request
-through the same kernels as the row-wise stack's prefill (the attention's q/k/gate
-preparation as in decode), and stores its K/V through the pool's ``set_kv_buffer`` as
-``forward_extend`` does.
+In sglang's capture mode (``capture_mode``: where ``cost`` warms up and captures) the
+streams are Qwen3.5's: in_proj_ba runs on an alt stream beside in_proj_qkvz, and without
+the output gate k's norm beside q's; the Triton backend's decode picks Lean as a
+server's. The full-attention backend is Triton's (the contract's), where a default
+H100/H200 server picks fa3. Prefill (shared by every mode, not compared) runs per
+request through the same kernels as the row-wise stack's prefill (the attention's
+q/k/gate preparation as in decode), and stores its K/V through the pool's
+``set_kv_buffer`` as ``forward_extend`` does.
 
 The KV pool's dtype is sglang's ``--kv-cache-dtype`` (``kv_cache_dtype``: ``auto``, the
 model's, or ``fp8_e4m3``), resolved by sglang's own ``configure_kv_cache_dtype``; with
@@ -46,6 +48,7 @@ model's, or ``fp8_e4m3``), resolved by sglang's own ``configure_kv_cache_dtype``
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 from collections.abc import Callable
@@ -428,7 +431,7 @@ class ServerModel:
             )  # fmt: skip
             self._tap(layer.index, "q_norm_rope", q)
             self._tap(layer.index, "k_norm_rope", k)
-            return q, k, v.contiguous(), gate.view(x.shape[0], -1)
+            return q, k, v, gate.view(x.shape[0], -1)
         q, k = self._beside(  # forward_prepare_native's _apply_qk_norm
             lambda: self.rms_norm(q.reshape(-1, c.attn_head_dim), layer.w.q_norm, c.rms_eps),
             lambda: self.rms_norm(k.reshape(-1, c.attn_head_dim), layer.w.k_norm, c.rms_eps),
@@ -438,16 +441,17 @@ class ServerModel:
         k = rope(k.view(x.shape[0], -1, c.attn_head_dim), rows, c.rope_theta, c.rotary_dim)
         self._tap(layer.index, "q_norm_rope", q)
         self._tap(layer.index, "k_norm_rope", k)
-        return q.reshape(x.shape[0], -1), k.reshape(x.shape[0], -1), v.contiguous(), None
+        return q.reshape(x.shape[0], -1), k.reshape(x.shape[0], -1), v, None
 
     def _beside(
         self, main: Callable[[], torch.Tensor], side: Callable[[], torch.Tensor], few_rows=True
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``main()`` and ``side()``: in CUDA-graph capture (qwen3_5.py's
-        ``get_is_capture_mode()``) with ``few_rows``, ``side`` on the alt stream beside
-        ``main``, as Qwen3.5 runs in_proj_ba beside in_proj_qkvz and k's norm beside q's."""
-        capturing = self.alt_stream is not None and torch.cuda.is_current_stream_capturing()
-        if not (few_rows and capturing):
+        """``main()`` and ``side()``: in capture mode (``capture_mode``) on CUDA with
+        ``few_rows``, ``side`` on the alt stream beside ``main``, as Qwen3.5 runs in_proj_ba
+        beside in_proj_qkvz and k's norm beside q's."""
+        from sglang.srt.model_executor.runner_utils.capture_mode import get_is_capture_mode
+
+        if not (few_rows and self.alt_stream is not None and get_is_capture_mode()):
             return main(), side()
         current = torch.cuda.current_stream()
         self.alt_stream.wait_stream(current)
@@ -459,8 +463,8 @@ class ServerModel:
 
     def _gated(self, o: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
         """Attention output ``[rows, heads * head_dim]`` times sigmoid of the output gate,
-        by sglang's ``fused_sigmoid_mul`` (Qwen3.5's attention), or as it is."""
-        return o if gate is None else self.sigmoid_mul(o, gate)
+        by sglang's ``fused_sigmoid_mul`` in place, as Qwen3.5's attention, or as it is."""
+        return o if gate is None else self.sigmoid_mul(o, gate, inplace=True)
 
     def _finish(self, h: torch.Tensor) -> torch.Tensor:
         normed = self.rms_norm(h, self.w.final_norm, self.c.rms_eps)
@@ -577,6 +581,15 @@ class ServerModel:
     def _step(self, rows: list[list[int]], phase: str) -> torch.Tensor:
         """Logits ``[bs, width, vocab]`` of one decode or verify forward of the padded batch."""
         return self._prepare(rows, phase).run()
+
+    def capture_mode(self) -> contextlib.AbstractContextManager:
+        """sglang's ``model_capture_mode()``, which its graph runner holds while it warms up and
+        captures decode and verify graphs. sglang's code takes its capture-time branches by it
+        (``get_is_capture_mode``): Qwen3.5's alt-stream overlaps (``_beside``), the Triton
+        backend's Lean decode by the padded batch."""
+        from sglang.srt.model_executor.runner_utils.capture_mode import model_capture_mode
+
+        return model_capture_mode()
 
     def prepare_step(self, phase: str, width: int) -> PreparedStep:
         """The next ``phase`` forward of every request (random drafts), ready to run again
