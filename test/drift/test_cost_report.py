@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gdn_parity.drift.cost.report import cost_table
+from gdn_parity.drift.cost.report import cost_table, eager_steps
 from gdn_parity.drift.cost.results import StepTime, VariantCost
 
 
@@ -76,3 +76,24 @@ def test_a_size_that_does_not_fit_is_refused_with_the_memory_it_needs():
     assert problem is not None and problem.startswith("--size 27b needs about 3 x ")
     assert "pass fewer --jobs" in problem and "\n" not in problem
     assert "a smaller --size or --batch" in fit_problem(config, 2, 4, 64, 5, 1, 60 * GIB)
+
+
+def test_a_step_whose_capture_failed_is_named():
+    """A capture that fails (the alt-stream overlaps, a kernel that cannot be captured) puts
+    an eager time beside graph replays: ``cost`` names those steps on stderr. Asked for
+    eager (--no-graphs) or a graph that ran, nothing."""
+    ok = _variant("0.5.23", (2.0, 1.9, 2.2), (4.0, 3.8, 4.4))
+    assert eager_steps([ok]) is None
+    failed = StepTime(
+        "verify", 4, 4, 4, 9.0, 8.0, 9.5, 50, False,
+        "eager: the capture failed (RuntimeError: operation not permitted)", 10**9, 0.5,
+    )  # fmt: skip
+    broken = VariantCost(
+        "exact", "tree", "cuda", "large", "bfloat16", [], [ok.steps[0], failed], 1.0, 2e12
+    )
+    asked = StepTime("decode", 4, 4, 1, 9.0, 8.0, 9.5, 50, False, "eager: --no-graphs", 1, 0.5)
+    eager = VariantCost("e", "tree", "cuda", "large", "bfloat16", [], [asked], 1.0, 2e12)
+    assert eager_steps([ok, broken, eager]) == (
+        "1 step(s) timed eagerly because their CUDA-graph capture failed (the 'timed' "
+        "column says why): exact N=4 verify γ=3"
+    )

@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdn_parity.drift.cost.report import cost_table, legend
+from gdn_parity.drift.cost.report import cost_table, eager_steps, legend
 from gdn_parity.drift.cost.results import VariantCost
 from gdn_parity.drift.cost.worker import CostJob
 from gdn_parity.drift.model.stacks import describe_kv_cache
@@ -74,6 +74,9 @@ def run_cost(series: Series, plan: CostPlan) -> str:
             )
         finally:
             bar.close()
+    eager = eager_steps(results)
+    if eager is not None:
+        note(f"warning: {eager}")
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     kv = describe_kv_cache("bfloat16", plan.kv_cache_dtype, plan.kv_scale)
     report = "\n".join(

@@ -59,6 +59,23 @@ def cost_table(results: list[VariantCost], batches: list[int], gammas: list[int]
     return "\n".join(out + [line(c) for c in body]) + "\n"
 
 
+def eager_steps(results: list[VariantCost]) -> str | None:
+    """A line naming the steps timed eagerly because their capture failed (their eager time
+    sits beside graph replays in the table), or None."""
+    failed = [
+        f"{r.variant} N={s.requests} {_step_name(s)}"
+        for r in results
+        for s in r.steps
+        if not s.graph and s.note.startswith("eager: the capture failed")
+    ]
+    if not failed:
+        return None
+    return (
+        f"{len(failed)} step(s) timed eagerly because their CUDA-graph capture failed (the "
+        f"'timed' column says why): {', '.join(failed)}"
+    )
+
+
 def legend(reference: str, replays: int, bandwidth: float) -> str:
     return "\n".join(
         (
