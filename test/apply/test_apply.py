@@ -326,6 +326,27 @@ def test_checkout_apply_makes_one_commit_per_patch(checkout, changes, series):
         CheckoutTarget(checkout, series).apply(changes)
 
 
+def test_checkout_without_a_git_identity_is_refused_naming_the_fix(
+    checkout, changes, series, tmp_path, monkeypatch
+):
+    """A new machine's git has no identity, and git am then fails after its log is written.
+    Refused first, with the commands that set one (new-user run, helper-16: before, the fix
+    was only in git am's log)."""
+    _run(checkout, "config", "--unset", "user.name")
+    _run(checkout, "config", "--unset", "user.email")
+    monkeypatch.setenv("HOME", str(tmp_path / "no-identity-home"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("AUTHOR_NAME", "AUTHOR_EMAIL", "COMMITTER_NAME", "COMMITTER_EMAIL"):
+        monkeypatch.delenv(f"GIT_{name}", raising=False)
+    monkeypatch.delenv("EMAIL", raising=False)
+    before = _checkout_state(checkout)
+    with pytest.raises(GdnParityError, match="git has no identity") as refused:
+        CheckoutTarget(checkout, series).apply(changes)
+    assert f"git -C {checkout} config user.email you@example.com" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert _checkout_state(checkout) == before
+
+
 def test_checkout_with_an_uncommitted_edit_is_modified(checkout, changes, series):
     """Regression (new-user check): status read only HEAD, so an edit not yet committed
     to a file the series touches left the checkout ``unpatched``."""

@@ -91,6 +91,16 @@ class CheckoutTarget:
         in_the_way = [c.path for c in changes if c.before is None and (checkout / c.path).exists()]
         if in_the_way:
             raise GdnParityError(f"untracked files are in the way: {in_the_way}")
+        # git am commits as the user, and git without an identity refuses (a new machine, CI)
+        ident = subprocess.run(
+            ["git", "-C", str(checkout), "var", "GIT_COMMITTER_IDENT"], capture_output=True
+        )
+        if ident.returncode != 0:
+            raise GdnParityError(
+                f"git has no identity to commit the series with in {checkout}: set one "
+                f"(git -C {checkout} config user.name 'Your Name' && git -C {checkout} "
+                "config user.email you@example.com) and apply again"
+            )
         before = _snapshot(checkout)
         # The user's own git identity and config: these commits are theirs.
         proc = subprocess.run(

@@ -183,8 +183,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
     if not torch.cuda.is_available():
         raise GdnParityError(
-            "cost times GPU kernels: --device cuda, but torch finds no CUDA device here; "
-            "run it on a machine with one"
+            "cost times GPU kernels, and torch finds no CUDA device here: run it on a "
+            "machine with one"
         )
     if max(args.batch) > MAX_BATCH:
         raise GdnParityError(f"--batch sizes must be 1 to {MAX_BATCH}")
