@@ -449,9 +449,11 @@ class ServerModel:
         """``main()`` and ``side()``: in capture mode (``capture_mode``) on CUDA with
         ``few_rows``, ``side`` on the alt stream beside ``main``, as Qwen3.5 runs in_proj_ba
         beside in_proj_qkvz and k's norm beside q's."""
+        if not few_rows or self.alt_stream is None:  # off CUDA: no alt stream
+            return main(), side()
         from sglang.srt.model_executor.runner_utils.capture_mode import get_is_capture_mode
 
-        if not (few_rows and self.alt_stream is not None and get_is_capture_mode()):
+        if not get_is_capture_mode():
             return main(), side()
         current = torch.cuda.current_stream()
         self.alt_stream.wait_stream(current)
