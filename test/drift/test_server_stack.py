@@ -236,23 +236,32 @@ def test_dtype_float16_runs_the_server_stack_in_float16(sglang_tree):
     assert (ssm.dtype, conv.dtype) == (torch.bfloat16, torch.bfloat16)
 
 
-def test_qwen35_27b_attention_in_both_stacks(sglang_tree, monkeypatch):
-    """The 27B sizes' attention (the sigmoid output gate from q_proj's per-head gate rows,
-    rotary on a part of each head) at tiny widths, weights drawn on the device's
-    generator: row-wise and server stacks compute one model (Base tokens equal, logits
-    close: a wrong gate split or rotary width fails), and the exact server stack's forced
-    reject is bitwise Base."""
+def _tiny_gated(monkeypatch):
+    """Size "tiny-gated": the 27B sizes' attention (output gate, rotary on half of each head,
+    rope theta 1e7) at tiny widths, weights drawn on the device's generator."""
     import dataclasses
 
     from gdn_parity.drift.model.config import SIZES
-    from gdn_parity.drift.model.hybrid import HybridModel
-    from gdn_parity.drift.run import loops
 
     gated = dataclasses.replace(
         SIZES["tiny"], name="tiny-gated", attn_output_gate=True, partial_rotary_factor=0.5,
         rope_theta=1e7, gpu_only=True,
     )  # fmt: skip
     monkeypatch.setitem(SIZES, "tiny-gated", gated)
+    return gated
+
+
+def test_qwen35_27b_attention_in_both_stacks(sglang_tree, monkeypatch):
+    """The 27B sizes' attention (the sigmoid output gate from q_proj's per-head gate rows,
+    rotary on a part of each head) at tiny widths, weights drawn on the device's
+    generator: row-wise and server stacks compute one model (Base tokens equal, logits
+    close: a wrong gate split or rotary width fails), and the exact server stack's forced
+    reject is bitwise Base."""
+    from gdn_parity.drift.model.config import SIZES
+    from gdn_parity.drift.model.hybrid import HybridModel
+    from gdn_parity.drift.run import loops
+
+    _tiny_gated(monkeypatch)
     assert SIZES["27b"].attn_q_dim == 2 * 24 * 256 and SIZES["27b"].rotary_dim == 64
     p = len(INPUT_IDS)
     rowwise = HybridModel.build("tiny-gated", "cpu", max_len=48)
@@ -283,18 +292,11 @@ def test_qwen35_attention_prepares_qkv_with_sglangs_fused_kernel(sglang_tree, mo
     ``forward_prepare_cuda_fused`` does on CUDA (the views of the fused qkv, the rows'
     positions, eps, GemmaRMSNorm's stored weights: the multiplier less one, and
     RotaryEmbedding's fp32 cos/sin cache), and attention gets the kernel's q and k."""
-    import dataclasses
-
     from sglang.kernels.ops.attention import fused_qk_rmsnorm_rope_gate as fused
 
-    from gdn_parity.drift.model.config import SIZES
     from gdn_parity.drift.run import loops
 
-    gated = dataclasses.replace(
-        SIZES["tiny"], name="tiny-gated", attn_output_gate=True, partial_rotary_factor=0.5,
-        rope_theta=1e7, gpu_only=True,
-    )  # fmt: skip
-    monkeypatch.setitem(SIZES, "tiny-gated", gated)
+    gated = _tiny_gated(monkeypatch)
     calls, attended = [], []
     kernel = fused.fused_qk_gemma_rmsnorm_rope_gate
 

@@ -3,7 +3,7 @@ median time with its spread, the ratio to the first variant's, and the floor."""
 
 from __future__ import annotations
 
-from gdn_parity.drift.cost.results import StepTime, VariantCost
+from gdn_parity.drift.cost.results import CAPTURE_FAILED, StepTime, VariantCost
 
 HEADERS = (
     "variant",
@@ -66,7 +66,7 @@ def eager_steps(results: list[VariantCost]) -> str | None:
         f"{r.variant} N={s.requests} {_step_name(s)}"
         for r in results
         for s in r.steps
-        if not s.graph and s.note.startswith("eager: the capture failed")
+        if not s.graph and s.note.startswith(CAPTURE_FAILED)
     ]
     if not failed:
         return None

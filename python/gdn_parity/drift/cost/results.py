@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+CAPTURE_FAILED = "eager: the capture failed"  # a StepTime's note, then why
+
 
 @dataclass(frozen=True)
 class StepTime:

@@ -12,6 +12,7 @@ restored afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from collections.abc import Callable
 import torch
 
 from gdn_parity.drift.cost.floor import step_bytes
-from gdn_parity.drift.cost.results import StepTime
+from gdn_parity.drift.cost.results import CAPTURE_FAILED, StepTime
 from gdn_parity.drift.model.server.model import ServerModel
 
 WARMUP = 3
@@ -33,7 +34,7 @@ def _capture(run: Callable[[], torch.Tensor]) -> tuple[Callable[[], object], str
             run()
     except Exception as exc:  # any capture failure: time the eager forward instead
         torch.cuda.synchronize()
-        return run, f"eager: the capture failed ({type(exc).__name__}: {str(exc)[:160]})"
+        return run, f"{CAPTURE_FAILED} ({type(exc).__name__}: {str(exc)[:160]})"
     return graph.replay, ""
 
 
@@ -81,16 +82,16 @@ def time_step(
     snap = model.snapshot()
     model.set_draft_tokens(width if phase == "verify" else 1)
     step = model.prepare_step(phase, width)
-    if cuda and graphs:
-        with model.capture_mode():  # as sglang's graph runner warms up and captures
-            for _ in range(warmup):
-                step.run()
-            run, note = _capture(step.run)
-    else:
+    graph = cuda and graphs
+    # sglang's graph runner warms up and captures in its capture mode
+    with model.capture_mode() if graph else contextlib.nullcontext():
         for _ in range(warmup):
             step.run()
-        run = step.run
-        note = "eager: --no-graphs" if cuda else "eager: CUDA graphs need --device cuda"
+        if graph:
+            run, note = _capture(step.run)
+        else:
+            run = step.run
+            note = "eager: --no-graphs" if cuda else "eager: CUDA graphs need --device cuda"
     samples = [_elapsed_ms(run, cuda) for _ in range(replays)]
     model.restore(snap)
     return StepTime(

@@ -48,7 +48,6 @@ model's, or ``fp8_e4m3``), resolved by sglang's own ``configure_kv_cache_dtype``
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import random
 from collections.abc import Callable
@@ -163,6 +162,7 @@ class ServerModel:
         )
         from sglang.kernels.ops.elementwise.elementwise import fused_sigmoid_mul
         from sglang.srt.batch_invariant_ops import rms_norm_batch_invariant
+        from sglang.srt.model_executor.runner_utils import capture_mode
 
         c, w = self.c, self.w
         self.rms_norm = rms_norm_batch_invariant
@@ -175,6 +175,9 @@ class ServerModel:
         )
         # qwen3_5.py's get_stream("alt") on CUDA: what graph capture overlaps on
         self.alt_stream = torch.cuda.Stream() if self.device == "cuda" else None
+        # sglang's graph runner's flag, which its capture-time branches read
+        self.capture_mode = capture_mode.model_capture_mode
+        self.is_capture_mode = capture_mode.get_is_capture_mode
         self.layers: list[SimpleNamespace] = []
         gdn_index = attn_index = 0
         for layer, lw in enumerate(w.layers):
@@ -449,11 +452,7 @@ class ServerModel:
         """``main()`` and ``side()``: in capture mode (``capture_mode``) on CUDA with
         ``few_rows``, ``side`` on the alt stream beside ``main``, as Qwen3.5 runs in_proj_ba
         beside in_proj_qkvz and k's norm beside q's."""
-        if not few_rows or self.alt_stream is None:  # off CUDA: no alt stream
-            return main(), side()
-        from sglang.srt.model_executor.runner_utils.capture_mode import get_is_capture_mode
-
-        if not get_is_capture_mode():
+        if not (few_rows and self.alt_stream is not None and self.is_capture_mode()):
             return main(), side()
         current = torch.cuda.current_stream()
         self.alt_stream.wait_stream(current)
@@ -583,15 +582,6 @@ class ServerModel:
     def _step(self, rows: list[list[int]], phase: str) -> torch.Tensor:
         """Logits ``[bs, width, vocab]`` of one decode or verify forward of the padded batch."""
         return self._prepare(rows, phase).run()
-
-    def capture_mode(self) -> contextlib.AbstractContextManager:
-        """sglang's ``model_capture_mode()``, which its graph runner holds while it warms up and
-        captures decode and verify graphs. sglang's code takes its capture-time branches by it
-        (``get_is_capture_mode``): Qwen3.5's alt-stream overlaps (``_beside``), the Triton
-        backend's Lean decode by the padded batch."""
-        from sglang.srt.model_executor.runner_utils.capture_mode import model_capture_mode
-
-        return model_capture_mode()
 
     def prepare_step(self, phase: str, width: int) -> PreparedStep:
         """The next ``phase`` forward of every request (random drafts), ready to run again
