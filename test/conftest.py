@@ -83,7 +83,11 @@ def _no_log_in_the_users_cache():
     interrupted demo's worker, whose thread the CLI exited under (``run_workers``)."""
     before = _user_logs()
     yield
-    assert _user_logs() <= before, f"the test wrote into {USER_LOGS}: {_user_logs() - before}"
+    assert _user_logs() <= before, (
+        f"the test wrote into {USER_LOGS}: {_user_logs() - before} (or a gdn-parity command "
+        "run beside the tests on the same cache did: run the tests alone, or with "
+        "GDN_PARITY_CACHE set to a cache of their own)"
+    )
 
 
 @pytest.fixture
