@@ -349,8 +349,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--stack",
         choices=["server", "rowwise"],
         help="server: a padded batch through sglang's backends, one GEMM per linear layer "
-        "(default on cuda; on cpu about half an hour for the default run on 2 cores, ten times "
-        "the row-wise stack's); rowwise: one request, row-invariant torch (default on cpu)",
+        "(default on cuda; on cpu about 12 minutes for the default run on 2 cores, five times "
+        "the row-wise stack's; it judges token identity only with the deterministic-exact-parity "
+        "variant in --variants); rowwise: one request, row-invariant torch (default on cpu)",
     )
     p.add_argument(
         "--batch",
