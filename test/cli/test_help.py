@@ -105,4 +105,5 @@ def test_the_demo_is_summed_up_by_its_variants_not_a_count(run_cli):
     summary = top.split(" demo ", 1)[1].split(" cost ", 1)[0]
     assert summary == "Base vs DSpark-style verify on a hybrid GDN model, per numerics variant"
     demo = " ".join(run_cli("demo", "--help").stdout.split())
-    assert f"(--variants; by default {', '.join(DEMO_VARIANTS)}:" in demo
+    assert f"(--variants; by default {', '.join(DEMO_VARIANTS['rowwise'])} on the row-wise" in demo
+    assert f"{', '.join(DEMO_VARIANTS['server'])} on the server stack" in demo

@@ -96,11 +96,27 @@ def test_on_the_server_stack_the_closing_line_judges_deterministic_exact_parity(
     )
 
 
+def test_each_stacks_default_variants_include_the_one_its_closing_line_judges():
+    """Before: the server stack's defaults (the row-wise stack's) had no
+    deterministic-exact-parity, so ``demo --device cuda`` and ``demo --stack server`` judged
+    nothing and ended NOT JUDGED unless --variants named it."""
+    from gdn_parity.cli.drift_verbs import DEMO_VARIANTS, demo_variants
+    from gdn_parity.drift.demo import CONTRACT_VARIANT
+    from gdn_parity.drift.run.variants import variant_named
+
+    for stack, judged in CONTRACT_VARIANT.items():
+        names = [v.name for v in demo_variants(None, stack)]
+        assert names == list(DEMO_VARIANTS[stack])
+        assert names[0] == "0.5.23" and judged in names, (stack, names)
+    asked = [variant_named("0.5.23")]
+    assert demo_variants(asked, "server") == asked
+
+
 @pytest.mark.slow
 @pytest.mark.needs_tree
 def test_a_run_without_the_contracts_variant_says_it_judged_nothing(tmp_path, run_cli):
     """Before: the report ended at its table, the exit status was 0, and nothing said that
-    the claim had not been checked (as with the server stack's default variants)."""
+    the claim had not been checked."""
     proc = run_cli(
         "demo", "--variants", "0.5.23", "--tokens", "2", "--gammas", "1", "--accept-rates",
         "0.9", "--out", str(tmp_path / "out"), timeout=900,
