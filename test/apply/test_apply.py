@@ -85,6 +85,22 @@ def test_apply_then_revert_is_byte_identical(package, changes, series):
     assert PackageTarget(package, series).status(changes).state is State.UNPATCHED
 
 
+def test_a_replaced_file_keeps_its_permission_bits(package, changes, series):
+    """The wheel installs some modules executable (modelopt_quant.py is 0755). Before, apply
+    replaced a file with a new one of the umask's mode (0644) and revert left it so."""
+    touched = [
+        package / c.package_path
+        for c in changes
+        if c.in_package and (package / c.package_path).is_file()
+    ]
+    for path in touched:
+        path.chmod(0o750)
+    PackageTarget(package, series).apply(changes)
+    assert {stat.S_IMODE(path.stat().st_mode) for path in touched} == {0o750}
+    PackageTarget(package, series).revert(changes)
+    assert {stat.S_IMODE(path.stat().st_mode) for path in touched} == {0o750}
+
+
 def test_double_apply_is_refused_and_changes_nothing(package, changes, series):
     PackageTarget(package, series).apply(changes)
     after_first = snapshot(package)

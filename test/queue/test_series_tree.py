@@ -38,11 +38,11 @@ def test_git_am_of_the_series_gives_one_commit_per_patch(series, tmp_path):
     log = git_out(tree, "log", "--format=%s", f"{series.base_commit}..HEAD")
     subjects = log.splitlines()[::-1]
     assert len(subjects) == len(series.patches)
+    width = len(str(len(subjects)))  # git format-patch pads: [PATCH 01/10]
     for number, (subject, patch) in enumerate(zip(subjects, series.patch_paths(), strict=True)):
         text = patch.read_text()
-        assert f"Subject: [PATCH {number + 1}/{len(subjects)}] {subject}" in text.replace(
-            "\n ", " "
-        )
+        tag = f"[PATCH {number + 1:0{width}d}/{len(subjects)}]"
+        assert f"Subject: {tag} {subject}" in text.replace("\n ", " ")
 
 
 def test_tree_is_idempotent(series, tmp_path):

@@ -150,7 +150,8 @@ def _check_writable(target: Path, changes: list[FileChange]) -> None:
 
 
 def _write_all(target: Path, wanted: dict[str, bytes | None]) -> None:
-    """Make each ``package path -> bytes`` true, or restore everything on failure."""
+    """Make each ``package path -> bytes`` true, or restore everything on failure. A file
+    that is replaced keeps its permission bits (a wheel installs some modules executable)."""
     saved: dict[Path, bytes | None] = {}
     try:
         for rel, data in wanted.items():
@@ -163,6 +164,8 @@ def _write_all(target: Path, wanted: dict[str, bytes | None]) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(path.name + ".gdn-parity-tmp")
             tmp.write_bytes(data)
+            if saved[path] is not None:
+                os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
             os.replace(tmp, path)
     except OSError as exc:
         for path, data in saved.items():
