@@ -9,7 +9,7 @@
 #   cd .gpu/t38x && sha256sum -c SHA256SUMS && mkdir -p /tmp/t38 && tar xJf t38-trim.tar.xz -C /tmp/t38
 # Usage: trim_triton38.sh WHEEL OUTDIR
 set -euo pipefail
-wheel=$1 out=$2
+wheel=$(realpath "$1") out=$(realpath -m "$2")  # absolute: the packing below runs in $work
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && unzip -q "$wheel")
