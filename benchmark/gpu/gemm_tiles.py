@@ -7,10 +7,13 @@ check each tile's bits against the persistent kernel at M = 1, 13, 64, 100, 256.
 ``--grid SHAPE,...``: as ``--sweep``, at the named shapes only, over a grid of tiles
 (rows, columns, K chunk, warps, stages) for the shapes that miss the goal (16-column tiles
 for weights of at most 256 columns; 16-row tiles up to 16 rows), with K chunks up to 1024.
-``--table``: the issue's GEMM table: per shape and M in 1, 4, 16, 64, 256, the time of
-batch-invariant mode's GEMM as the tree dispatches it (``_matmul_persistent_triton``),
-of cuBLAS and of the persistent kernel alone, with the floor (weight, activation and
-output bytes over the copy bandwidth measured in the same run).
+``--table``: the issue's GEMM table: per shape and M in 1, 4, 16, 64, 256 (and 1024,
+4096, 8192 for weights of at most 256 columns, which patch 0011's split-K serves at every
+M), the time of batch-invariant mode's GEMM as the tree dispatches it
+(``_matmul_persistent_triton``), of cuBLAS and of the persistent kernel alone (0.5.23's
+mode: the few-rows and split-K switches off), with the floor (weight, activation and
+output bytes over the copy bandwidth measured in the same run); the dispatched rows at
+M = 1..512 against its 512-row product (M-invariance) and against the persistent kernel's.
 
 Timing as in ``gemm_study``: CUDA-graph replays, each call on its own copy of the weight
 (cold), median and p10-p90.
@@ -33,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_study import SHAPES, bits, time_kernel  # noqa: E402
 
 from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
+
+PREFILL_M = [1024, 4096, 8192]  # --table, weights of at most 256 columns
 
 # (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages), by the rows they serve
 SMALL = [
@@ -126,13 +131,27 @@ def main() -> None:
         return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)
 
     def persistent(a, w):
-        # 0008 reads SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_FEW_ROWS once, into this switch
-        # (the 2026-12-04 runs ran its first version, which read the variable per call).
-        on, bio._ENABLE_MM_FEW_ROWS = bio._ENABLE_MM_FEW_ROWS, False
+        # 0008 and 0011 read SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_{FEW_ROWS,SPLIT_K} once,
+        # into these switches (the 2026-12-04 runs ran 0008's first version, which read
+        # the variable per call; trees without 0011 have no split-K switch).
+        switches = [
+            s for s in ("_ENABLE_MM_FEW_ROWS", "_ENABLE_MM_SPLIT_K") if hasattr(bio, s)
+        ]
+        saved = {s: getattr(bio, s) for s in switches}
         try:
+            for s in switches:
+                setattr(bio, s, False)
             return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)
         finally:
-            bio._ENABLE_MM_FEW_ROWS = on
+            for s, v in saved.items():
+                setattr(bio, s, v)
+
+    def route(x, n, k):  # what the tree dispatches at this M
+        plan = getattr(bio, "_split_k_plan", lambda *_: None)(x, x.shape[0], n, k)
+        if plan is not None:
+            return f"split-K {name(plan[1:])}"
+        rule = bio._few_rows_tile(x, x.shape[0], n, k)
+        return name(rule) if rule else "persistent"
 
     def tile_run(tile):
         def run(a, w):
@@ -147,17 +166,19 @@ def main() -> None:
     ms = (
         [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
         if args.sweep
-        else [1, 4, 16, 64]
-        if args.grid
-        else [1, 4, 16, 64, 256]
+        else [1, 4, 16, 64] if args.grid else [1, 4, 16, 64, 256]
     )
     shapes = SHAPES
     if args.grid:
         shapes = {s: SHAPES[s] for s in args.grid.split(",")}
     for shape, (n, k) in shapes.items():
+        shape_ms = ms + PREFILL_M if args.table and n <= 256 else ms
         gen = torch.Generator(device="cuda").manual_seed(0)
-        a = torch.randn(256, k, device="cuda", generator=gen).to(torch.bfloat16)
-        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
+        a = torch.randn(max(512, *shape_ms), k, device="cuda", generator=gen)
+        a = a.to(torch.bfloat16)
+        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(
+            torch.bfloat16
+        )
         ref = persistent(a, w)
         entry = {"N": n, "K": k, "bits": {}, "time": {}}
         if args.grid:
@@ -172,17 +193,24 @@ def main() -> None:
                         tile_run(tile), a, w, ref, [1, 13, 64, 100, 256]
                     )
                 except Exception as exc:
-                    entry["bits"][name(tile)] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
+                    entry["bits"][name(tile)] = {
+                        "error": f"{type(exc).__name__}: {str(exc)[:160]}"
+                    }
         else:
-            entry["bits"]["dispatched"] = bits(dispatched, a, w, ref, list(range(1, 257)))
+            entry["bits"]["dispatched"] = bits(
+                dispatched, a, w, ref, list(range(1, 257))
+            )
+            own = dispatched(a[:512], w)
+            entry["bits"]["invariant"] = bits(
+                dispatched, a, w, own, list(range(1, 513))
+            )
         copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
         ws = [w] + [w.clone() for _ in range(copies - 1)]
-        for m in ms:
+        for m in shape_ms:
             x = a[:m].contiguous()
-            rule = bio._few_rows_tile(x, m, n, k)
             row = {
                 "floor_us": (n * k * 2 + m * k * 2 + m * n * 2) / bw * 1e6,
-                "rule": name(rule) if rule else "persistent",
+                "rule": route(x, n, k),
                 "cublas": time_kernel(
                     lambda x_, w_: torch.nn.functional.linear(x_, w_), x, ws, args.replays
                 ),  # fmt: skip
@@ -191,7 +219,9 @@ def main() -> None:
             if args.sweep or args.grid:
                 for tile in pick[m]:
                     if "error" not in entry["bits"].get(name(tile), {}):
-                        row[name(tile)] = time_kernel(tile_run(tile), x, ws, args.replays)
+                        row[name(tile)] = time_kernel(
+                            tile_run(tile), x, ws, args.replays
+                        )
             else:
                 row["dispatched"] = time_kernel(dispatched, x, ws, args.replays)
             entry["time"][m] = row
@@ -202,9 +232,7 @@ def main() -> None:
         out = (
             "gemm_tiles_sweep.json"
             if args.sweep
-            else "gemm_tiles_grid.json"
-            if args.grid
-            else "gemm_table.json"
+            else "gemm_tiles_grid.json" if args.grid else "gemm_table.json"
         )
         (args.out / out).write_text(json.dumps(result, indent=1))
     if args.table:
@@ -228,7 +256,9 @@ def best(result: dict) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for shape, e in result["shapes"].items():
-        differ = sorted(t for t, b in e["bits"].items() if "error" in b or b["differ_ref"])
+        differ = sorted(
+            t for t, b in e["bits"].items() if "error" in b or b["differ_ref"]
+        )
         for m, row in e["time"].items():
             c = row["cublas"]["median_us"]
             timed = {
@@ -252,12 +282,23 @@ def table(result: dict) -> str:
         f"copy bandwidth {env['copy_bandwidth_TBps']:.2f} TB/s",
         "",
         "| shape (N x K) | M | floor us | mode's GEMM us (p10-p90) | tile | cuBLAS us | "
-        "persistent us | mode / cuBLAS | persistent / cuBLAS | bits = persistent, M 1..256 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "persistent us | mode / cuBLAS | persistent / cuBLAS | bits = persistent, M 1..256 | "
+        "rows at M 1..512 = M 512's |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for shape, e in result["shapes"].items():
         b = e["bits"]["dispatched"]
         same = "yes" if not b["differ_ref"] else f"no: M {b['differ_ref'][:5]}"
+        inv = e["bits"].get("invariant")
+        invariant = (
+            "-"
+            if inv is None
+            else (
+                "yes"
+                if not inv["differ_ref"]
+                else (f"**no**: M {inv['differ_ref'][:5]}")
+            )
+        )
         for m, row in e["time"].items():
             d, c, p = row["dispatched"], row["cublas"], row["persistent"]
             lines.append(
@@ -265,7 +306,7 @@ def table(result: dict) -> str:
                 f"{d['median_us']:.1f} ({d['p10_us']:.1f}-{d['p90_us']:.1f}) | {row['rule']} | "
                 f"{c['median_us']:.1f} | {p['median_us']:.1f} | "
                 f"{d['median_us'] / c['median_us']:.2f} | {p['median_us'] / c['median_us']:.2f} | "
-                f"{same} |"
+                f"{same} | {invariant} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,129 @@
+"""Patch 0011: batch-invariant mode's split-K GEMM for narrow weights, its plan and its
+kernels' plumbing.
+
+A row stays batch-invariant only if the split does not follow the row count: the plan's
+K_PER_SPLIT must depend on K alone, every K chunk a tile can pick must divide it (so
+each split runs the same zero-padded K whatever the tile), and the plan must cover the
+weights the patch names and no others. The device gate (SM90, CUDA) is set here as
+0008's test sets it, so the plan can be checked on the CPU. The kernels run under the
+Triton interpreter: the product against float64, the bias, a row-major weight, and no
+write past row M. That the rows are the same at every M on a GPU is the patch's CUDA
+test, on SM90.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+import torch
+
+BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
+ROWS = list(range(1, 513)) + [1024, 1500, 2048, 4096, 8192]
+
+
+@pytest.fixture
+def bio(sglang_tree, monkeypatch):
+    from sglang.srt.batch_invariant_ops import batch_invariant_ops
+
+    monkeypatch.setattr(batch_invariant_ops, "_few_rows_device", lambda a: True)
+    return batch_invariant_ops
+
+
+def _plan(bio, m, n, k, dtype=BF16):
+    return bio._split_k_plan(torch.empty(1, k, dtype=dtype), m, n, k)
+
+
+def test_the_plan_covers_narrow_weights_with_a_long_k_only(bio, monkeypatch):
+    assert _plan(bio, 1, 96, 5120) is not None
+    assert _plan(bio, 8192, 256, 4096) is not None
+    assert _plan(bio, 1, 257, 5120) is None
+    assert _plan(bio, 1, 96, 4095) is None
+    assert _plan(bio, 1, 96, 5120, torch.int8) is None
+    monkeypatch.setattr(bio, "_ENABLE_MM_SPLIT_K", False)
+    assert _plan(bio, 1, 96, 5120) is None
+
+
+@pytest.mark.parametrize("dtype", [BF16, FP16, FP32])
+def test_the_split_follows_k_alone_and_every_chunk_divides_it(bio, dtype):
+    for k in (4096, 4097, 4160, 5120, 6000, 7168, 17408):
+        for n in (16, 96, 200, 256):
+            plans = {m: _plan(bio, m, n, k, dtype) for m in ROWS}
+            per = {p[0] for p in plans.values()}
+            assert len(per) == 1, (n, k, per)
+            (k_per_split,) = per
+            assert k_per_split % bio.SPLIT_K_GRANULE == 0
+            assert -(-k // k_per_split) == bio.SPLIT_K_SPLITS, (k, k_per_split)
+            for _, bm, bn, bk, _, stages in plans.values():
+                assert k_per_split % bk == 0
+                assert (bm + bn) * bk * dtype.itemsize * stages <= bio._SMEM_BUDGET
+
+
+def test_the_gemm_takes_the_split_before_the_few_rows_kernel(bio, monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        bio, "_matmul_split_k_triton", lambda *args: calls.append("split")
+    )
+    monkeypatch.setattr(
+        bio, "_matmul_few_rows_triton", lambda *args: calls.append("few")
+    )
+    for m, n in ((1, 96), (200, 96), (1, 257)):
+        bio._matmul_persistent_triton(torch.empty(m, 5120), torch.empty(5120, n), FP32)
+    assert calls == ["split", "split", "few"]
+
+
+REGISTERED = "test/registered/core/test_batch_invariant_mm_split_k.py"
+
+
+def _registered_lists(tree) -> dict[str, list]:
+    """SHAPES, SPREAD and PREFILL as the registered CUDA test defines them (read, not
+    imported: it needs sglang's test package)."""
+    names: dict[str, list] = {}
+    for node in ast.parse((tree / REGISTERED).read_text()).body:
+        if isinstance(node, ast.Assign) and node.targets[0].id in (
+            "SHAPES",
+            "SPREAD",
+            "PREFILL",
+        ):
+            names[node.targets[0].id] = ast.literal_eval(node.value)
+    return names
+
+
+@pytest.mark.parametrize("dtype", [BF16, FP16, FP32])
+def test_the_cuda_test_runs_every_tile_the_plan_can_pick(bio, sglang_tree, dtype):
+    lists = _registered_lists(sglang_tree)
+    possible = {
+        _plan(bio, m, n, k, dtype)[1:]
+        for m in ROWS
+        for n in (16, 256)
+        for k in (4096, 17408)
+    }
+    rows = list(range(1, 513)) if dtype == BF16 else lists["SPREAD"]
+    tested = {
+        _plan(bio, m, n, k, dtype)[1:]
+        for m in rows + lists["PREFILL"]
+        for n, k in lists["SHAPES"]
+    }
+    assert len(possible) == 4 and possible <= tested, sorted(possible - tested)
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "plan", "bias", "row_major"),
+    [
+        (3, 40, 700, (256, 16, 16, 64, 2, 2), True, False),  # 3 splits, the last short
+        (20, 33, 520, (256, 16, 32, 128, 2, 2), False, True),  # two M tiles, row-major
+    ],
+)
+def test_the_kernels_compute_the_product_and_write_m_rows(
+    bio, m, n, k, plan, bias, row_major
+):
+    gen = torch.Generator().manual_seed(m)
+    a = torch.randn(m, k, generator=gen)
+    weight = torch.randn(n, k, generator=gen)
+    b = torch.randn(n, generator=gen) if bias else None
+    weight_t = weight.t().contiguous() if row_major else weight.t()
+    buf = torch.full((m + 5, n), float("nan"))
+    out = bio._matmul_split_k_triton(a, weight_t, buf[:m], b, plan)
+    expected = a.double() @ weight.double().t() + (b.double() if bias else 0)
+    assert torch.allclose(out.double(), expected, rtol=1e-4, atol=1e-4)
+    assert torch.isnan(buf[m:]).all()
