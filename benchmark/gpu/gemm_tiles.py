@@ -134,9 +134,7 @@ def main() -> None:
         # 0008 and 0011 read SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_{FEW_ROWS,SPLIT_K} once,
         # into these switches (the 2026-12-04 runs ran 0008's first version, which read
         # the variable per call; trees without 0011 have no split-K switch).
-        switches = [
-            s for s in ("_ENABLE_MM_FEW_ROWS", "_ENABLE_MM_SPLIT_K") if hasattr(bio, s)
-        ]
+        switches = [s for s in ("_ENABLE_MM_FEW_ROWS", "_ENABLE_MM_SPLIT_K") if hasattr(bio, s)]
         saved = {s: getattr(bio, s) for s in switches}
         try:
             for s in switches:
@@ -166,7 +164,9 @@ def main() -> None:
     ms = (
         [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
         if args.sweep
-        else [1, 4, 16, 64] if args.grid else [1, 4, 16, 64, 256]
+        else [1, 4, 16, 64]
+        if args.grid
+        else [1, 4, 16, 64, 256]
     )
     shapes = SHAPES
     if args.grid:
@@ -176,9 +176,7 @@ def main() -> None:
         gen = torch.Generator(device="cuda").manual_seed(0)
         a = torch.randn(max(512, *shape_ms), k, device="cuda", generator=gen)
         a = a.to(torch.bfloat16)
-        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(
-            torch.bfloat16
-        )
+        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
         ref = persistent(a, w)
         entry = {"N": n, "K": k, "bits": {}, "time": {}}
         if args.grid:
@@ -193,17 +191,11 @@ def main() -> None:
                         tile_run(tile), a, w, ref, [1, 13, 64, 100, 256]
                     )
                 except Exception as exc:
-                    entry["bits"][name(tile)] = {
-                        "error": f"{type(exc).__name__}: {str(exc)[:160]}"
-                    }
+                    entry["bits"][name(tile)] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
         else:
-            entry["bits"]["dispatched"] = bits(
-                dispatched, a, w, ref, list(range(1, 257))
-            )
+            entry["bits"]["dispatched"] = bits(dispatched, a, w, ref, list(range(1, 257)))
             own = dispatched(a[:512], w)
-            entry["bits"]["invariant"] = bits(
-                dispatched, a, w, own, list(range(1, 513))
-            )
+            entry["bits"]["invariant"] = bits(dispatched, a, w, own, list(range(1, 513)))
         copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
         ws = [w] + [w.clone() for _ in range(copies - 1)]
         for m in shape_ms:
@@ -219,9 +211,7 @@ def main() -> None:
             if args.sweep or args.grid:
                 for tile in pick[m]:
                     if "error" not in entry["bits"].get(name(tile), {}):
-                        row[name(tile)] = time_kernel(
-                            tile_run(tile), x, ws, args.replays
-                        )
+                        row[name(tile)] = time_kernel(tile_run(tile), x, ws, args.replays)
             else:
                 row["dispatched"] = time_kernel(dispatched, x, ws, args.replays)
             entry["time"][m] = row
@@ -232,7 +222,9 @@ def main() -> None:
         out = (
             "gemm_tiles_sweep.json"
             if args.sweep
-            else "gemm_tiles_grid.json" if args.grid else "gemm_table.json"
+            else "gemm_tiles_grid.json"
+            if args.grid
+            else "gemm_table.json"
         )
         (args.out / out).write_text(json.dumps(result, indent=1))
     if args.table:
@@ -256,9 +248,7 @@ def best(result: dict) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for shape, e in result["shapes"].items():
-        differ = sorted(
-            t for t, b in e["bits"].items() if "error" in b or b["differ_ref"]
-        )
+        differ = sorted(t for t, b in e["bits"].items() if "error" in b or b["differ_ref"])
         for m, row in e["time"].items():
             c = row["cublas"]["median_us"]
             timed = {
@@ -293,11 +283,7 @@ def table(result: dict) -> str:
         invariant = (
             "-"
             if inv is None
-            else (
-                "yes"
-                if not inv["differ_ref"]
-                else (f"**no**: M {inv['differ_ref'][:5]}")
-            )
+            else ("yes" if not inv["differ_ref"] else (f"**no**: M {inv['differ_ref'][:5]}"))
         )
         for m, row in e["time"].items():
             d, c, p = row["dispatched"], row["cublas"], row["persistent"]

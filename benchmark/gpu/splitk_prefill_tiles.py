@@ -48,9 +48,7 @@ def main() -> None:
     n, k = 96, 5120
     gen = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(8192, k, device="cuda", generator=gen).to(torch.bfloat16)
-    w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(
-        torch.bfloat16
-    )
+    w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
     ws = [w] + [w.clone() for _ in range(199)]
     bw = copy_bandwidth()
 
@@ -62,19 +60,21 @@ def main() -> None:
 
         return run
 
-    def persistent(x, w_):
+    def persistent(x, w_):  # 0.5.23's mode: both switches off
+        saved = bio._ENABLE_MM_SPLIT_K, bio._ENABLE_MM_FEW_ROWS
         bio._ENABLE_MM_SPLIT_K, bio._ENABLE_MM_FEW_ROWS = False, False
         try:
             return bio._matmul_persistent_triton(x, w_.t(), out_dtype=x.dtype)
         finally:
-            bio._ENABLE_MM_SPLIT_K, bio._ENABLE_MM_FEW_ROWS = True, True
+            bio._ENABLE_MM_SPLIT_K, bio._ENABLE_MM_FEW_ROWS = saved
 
     def dispatched(x, w_):
         return bio._matmul_persistent_triton(x, w_.t(), out_dtype=x.dtype)
 
     result = {"env": gpu_env(copy_bandwidth_TBps=bw / 1e12), "rows": []}
     lines = [
-        "| M | floor us | cuBLAS us | persistent us | tile | us | / cuBLAS | / persistent | rows = plan's |",
+        "| M | floor us | cuBLAS us | persistent us | tile | us | / cuBLAS | / persistent "
+        "| rows = plan's |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for m in (1024, 4096, 8192):
@@ -88,9 +88,7 @@ def main() -> None:
                 same = torch.equal(plan_run(tile)(x, w), ref)
                 us = time_kernel(plan_run(tile), x, ws, 10)["median_us"]
             except Exception as exc:  # a tile that does not compile or fit
-                lines.append(
-                    f"| {m} | | | | {tile} | error: {type(exc).__name__} | | | |"
-                )
+                lines.append(f"| {m} | | | | {tile} | error: {type(exc).__name__} | | | |")
                 continue
             result["rows"].append(
                 {

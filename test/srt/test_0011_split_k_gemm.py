@@ -61,12 +61,8 @@ def test_the_split_follows_k_alone_and_every_chunk_divides_it(bio, dtype):
 
 def test_the_gemm_takes_the_split_before_the_few_rows_kernel(bio, monkeypatch):
     calls = []
-    monkeypatch.setattr(
-        bio, "_matmul_split_k_triton", lambda *args: calls.append("split")
-    )
-    monkeypatch.setattr(
-        bio, "_matmul_few_rows_triton", lambda *args: calls.append("few")
-    )
+    monkeypatch.setattr(bio, "_matmul_split_k_triton", lambda *args: calls.append("split"))
+    monkeypatch.setattr(bio, "_matmul_few_rows_triton", lambda *args: calls.append("few"))
     for m, n in ((1, 96), (200, 96), (1, 257)):
         bio._matmul_persistent_triton(torch.empty(m, 5120), torch.empty(5120, n), FP32)
     assert calls == ["split", "split", "few"]
@@ -93,16 +89,11 @@ def _registered_lists(tree) -> dict[str, list]:
 def test_the_cuda_test_runs_every_tile_the_plan_can_pick(bio, sglang_tree, dtype):
     lists = _registered_lists(sglang_tree)
     possible = {
-        _plan(bio, m, n, k, dtype)[1:]
-        for m in ROWS
-        for n in (16, 256)
-        for k in (4096, 17408)
+        _plan(bio, m, n, k, dtype)[1:] for m in ROWS for n in (16, 256) for k in (4096, 17408)
     }
     rows = list(range(1, 513)) if dtype == BF16 else lists["SPREAD"]
     tested = {
-        _plan(bio, m, n, k, dtype)[1:]
-        for m in rows + lists["PREFILL"]
-        for n, k in lists["SHAPES"]
+        _plan(bio, m, n, k, dtype)[1:] for m in rows + lists["PREFILL"] for n, k in lists["SHAPES"]
     }
     assert len(possible) == 4 and possible <= tested, sorted(possible - tested)
 
@@ -114,9 +105,7 @@ def test_the_cuda_test_runs_every_tile_the_plan_can_pick(bio, sglang_tree, dtype
         (20, 33, 520, (256, 16, 32, 128, 2, 2), False, True),  # two M tiles, row-major
     ],
 )
-def test_the_kernels_compute_the_product_and_write_m_rows(
-    bio, m, n, k, plan, bias, row_major
-):
+def test_the_kernels_compute_the_product_and_write_m_rows(bio, m, n, k, plan, bias, row_major):
     gen = torch.Generator().manual_seed(m)
     a = torch.randn(m, k, generator=gen)
     weight = torch.randn(n, k, generator=gen)
