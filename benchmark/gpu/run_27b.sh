@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Device command for issue #24 at a Qwen3.5-27B's shapes. Carry .gpu/whl and the sglang wheel.
+# Device command for issue #24 at a Qwen3.5-27B's shapes. Carry .gpu/whl, after a call on the same
+# warm machine that carried the sglang wheel into /tmp/gdn-parity-cache/wheels/ (benchmark/README.md).
 # Arguments: the groups to run, in order:
 #   tiles     gemm_tiles.py --sweep: patch 0008's kernel at candidate tiles vs cuBLAS
 #   grid      gemm_tiles.py --grid GRID_SHAPES (27b.in_proj_ba,27b.o_proj): a grid of tiles,
@@ -7,8 +8,8 @@
 #   splitk    splitk_study.py: a fixed split-K (2, 4, 8, 16) for the weights of at most 256
 #             columns, at every M (decode, verify and prefill sizes): rows over M = 1..512,
 #             time against cuBLAS and the mode's GEMM
-#   table     gemm_tiles.py --table: the mode's GEMM as 0008 dispatches it, cuBLAS, the
-#             persistent kernel, the floor (the issue's GEMM table)
+#   table     gemm_tiles.py --table: the mode's GEMM as the tree dispatches it (0008, 0011),
+#             cuBLAS, the persistent kernel, the floor (the issue's GEMM table)
 #   tests     the series' CUDA tests named by TESTS_MATCH (run_upstream_tests.sh; default
 #             batch_invariant: 0008's)
 #   cost      gdn-parity cost --size 27b (64 layers), N 1,4,16,64, gamma 1,3: the 7-patch
