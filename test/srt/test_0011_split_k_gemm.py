@@ -116,3 +116,28 @@ def test_the_kernels_compute_the_product_and_write_m_rows(bio, m, n, k, plan, bi
     expected = a.double() @ weight.double().t() + (b.double() if bias else 0)
     assert torch.allclose(out.double(), expected, rtol=1e-4, atol=1e-4)
     assert torch.isnan(buf[m:]).all()
+
+
+def test_the_64_bit_offsets_compute_the_same_product(bio):
+    """The paths for more than 2**31 partial elements (int64 offsets) cannot be reached
+    with a CPU's memory: the kernels run here with those paths forced on, small."""
+    import triton
+
+    gen = torch.Generator().manual_seed(0)
+    m, n, k, per = 5, 20, 600, 256
+    a, weight = torch.randn(m, k, generator=gen), torch.randn(n, k, generator=gen)
+    bias = torch.randn(n, generator=gen)
+    splits = -(-k // per)
+    partial = torch.empty(splits, m, n)
+    bio.matmul_kernel_split_k[(1, 2, splits)](
+        a, weight.t(), partial, m, n, k, per, a.stride(0), a.stride(1), 1, k,
+        BLOCK_SIZE_M=16, BLOCK_SIZE_N=16, BLOCK_SIZE_K=64,
+        A_LARGE=True, B_LARGE=True, P_LARGE=True,
+    )  # fmt: skip
+    out = torch.empty(m, n)
+    bio._split_k_reduce_kernel[(triton.cdiv(m * n, 64),)](
+        partial, out, bias, m, n, out.stride(0), out.stride(1),
+        SPLITS=splits, BLOCK=64, P_LARGE=True, HAS_BIAS=True,
+    )  # fmt: skip
+    expected = a.double() @ weight.double().t() + bias.double()
+    assert torch.allclose(out.double(), expected, rtol=1e-4, atol=1e-4)
