@@ -8,6 +8,8 @@
 #   splitk    splitk_study.py: a fixed split-K (2, 4, 8, 16) for the weights of at most 256
 #             columns, at every M (decode, verify and prefill sizes): rows over M = 1..512,
 #             time against cuBLAS and the mode's GEMM
+#   splitk-prefill  gemm_tiles.py --splitk-prefill: 0011's split-K tiles above 256 rows at the
+#             shapes it splits, M = 1024, 4096, 8192, rows against the dispatched GEMM's
 #   table     gemm_tiles.py --table: the mode's GEMM as the tree dispatches it (0008, 0011),
 #             cuBLAS, the persistent kernel, the floor (the issue's GEMM table)
 #   tests     the series' CUDA tests named by TESTS_MATCH (run_upstream_tests.sh; default
@@ -44,6 +46,10 @@ for group in "$@"; do
       timeout "${SPLITK_LIMIT:-240}" python3 benchmark/gpu/splitk_study.py --tree $G/series \
         --out $O > $O/splitk.log 2>&1
       cp $O/splitk_study.md "$OUT/splitk_study_$tag.md" ;;
+    splitk-prefill)
+      timeout "${SPLITK_PREFILL_LIMIT:-180}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series \
+        --out $O --splitk-prefill > $O/splitk_prefill.log 2>&1
+      cp $O/gemm_tiles_splitk_prefill.md "$OUT/gemm_tiles_splitk_prefill_$tag.md" ;;
     table)
       timeout "${TABLE_LIMIT:-180}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series --out $O \
         --table > $O/table.log 2>&1

@@ -17,6 +17,8 @@ import math
 import pytest
 import torch
 
+from helpers.gemm_rows import assert_product_and_m_rows
+
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 
 
@@ -120,13 +122,4 @@ def test_the_cuda_test_runs_every_tile_the_rule_can_pick(bio, sglang_tree, dtype
     ],
 )
 def test_the_kernel_computes_the_product_and_writes_m_rows(bio, m, n, k, tile, bias, row_major):
-    gen = torch.Generator().manual_seed(m)
-    a = torch.randn(m, k, generator=gen)
-    weight = torch.randn(n, k, generator=gen)
-    b = torch.randn(n, generator=gen) if bias else None
-    weight_t = weight.t().contiguous() if row_major else weight.t()
-    buf = torch.full((m + 5, n), float("nan"))
-    out = bio._matmul_few_rows_triton(a, weight_t, buf[:m], b, tile)
-    expected = a.double() @ weight.double().t() + (b.double() if bias else 0)
-    assert torch.allclose(out.double(), expected, rtol=1e-4, atol=1e-4)
-    assert torch.isnan(buf[m:]).all()
+    assert_product_and_m_rows(bio._matmul_few_rows_triton, m, n, k, tile, bias, row_major)

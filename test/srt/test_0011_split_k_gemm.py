@@ -18,6 +18,8 @@ import ast
 import pytest
 import torch
 
+from helpers.gemm_rows import assert_product_and_m_rows
+
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 ROWS = list(range(1, 513)) + [1024, 1500, 2048, 4096, 8192]
 
@@ -106,16 +108,7 @@ def test_the_cuda_test_runs_every_tile_the_plan_can_pick(bio, sglang_tree, dtype
     ],
 )
 def test_the_kernels_compute_the_product_and_write_m_rows(bio, m, n, k, plan, bias, row_major):
-    gen = torch.Generator().manual_seed(m)
-    a = torch.randn(m, k, generator=gen)
-    weight = torch.randn(n, k, generator=gen)
-    b = torch.randn(n, generator=gen) if bias else None
-    weight_t = weight.t().contiguous() if row_major else weight.t()
-    buf = torch.full((m + 5, n), float("nan"))
-    out = bio._matmul_split_k_triton(a, weight_t, buf[:m], b, plan)
-    expected = a.double() @ weight.double().t() + (b.double() if bias else 0)
-    assert torch.allclose(out.double(), expected, rtol=1e-4, atol=1e-4)
-    assert torch.isnan(buf[m:]).all()
+    assert_product_and_m_rows(bio._matmul_split_k_triton, m, n, k, plan, bias, row_major)
 
 
 def test_the_64_bit_offsets_compute_the_same_product(bio):
