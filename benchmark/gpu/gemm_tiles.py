@@ -18,12 +18,9 @@ M = 1..512 against its 512-row product (M-invariance) and against the persistent
 Timing as in ``gemm_study``: CUDA-graph replays, each call on its own copy of the weight
 (cold), median and p10-p90.
 
-``--splitk-prefill``: patch 0011's split-K above 256 rows (prefill): candidate tiles
-(``SPLITK_PREFILL``, the plan's K split kept) at the shapes the tree's plan splits, M in
-1024, 4096, 8192, each tile's rows against the GEMM as the tree dispatches it.
+Patch 0011's split-K above 256 rows: ``fixed_split_study.py``.
 
-Usage: python gemm_tiles.py --tree TREE --out DIR (--sweep | --grid SHAPES | --table |
---splitk-prefill)
+Usage: python gemm_tiles.py --tree TREE --out DIR (--sweep | --grid SHAPES | --table)
 """
 
 from __future__ import annotations
@@ -42,7 +39,7 @@ from gemm_study import SHAPES, bits, time_kernel  # noqa: E402
 
 from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
 
-PREFILL_M = [1024, 4096, 8192]  # --table and --splitk-prefill: weights of at most 256 columns
+PREFILL_M = [1024, 4096, 8192]  # --table: weights of at most 256 columns
 
 # (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages), by the rows they serve
 SMALL = [
@@ -73,11 +70,6 @@ LARGE = [
     (128, 64, 64, 4, 4),
     (64, 64, 128, 4, 5),
 ]
-
-
-# --splitk-prefill: 0011's tile above 256 rows, the standalone study's (64 x 32 x 256), then the
-# large-M candidates; every K chunk divides the plan's K split (a multiple of 256).
-SPLITK_PREFILL = [(64, 128, 64, 4, 3), (64, 32, 256, 4, 3)] + LARGE
 
 
 def candidates(m: int) -> list[tuple]:
@@ -128,7 +120,6 @@ def main() -> None:
     mode.add_argument("--sweep", action="store_true")
     mode.add_argument("--grid", help="comma-separated shape names of gemm_study.SHAPES")
     mode.add_argument("--table", action="store_true")
-    mode.add_argument("--splitk-prefill", action="store_true")
     p.add_argument("--replays", type=int, default=10)
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -165,9 +156,6 @@ def main() -> None:
     def tile_run(tile):
         def run(a, w):
             c = torch.empty(a.shape[0], w.shape[0], device=a.device, dtype=a.dtype)
-            if args.splitk_prefill:  # the plan's K split, this tile
-                plan = bio._split_k_plan(a, a.shape[0], w.shape[0], w.shape[1])
-                return bio._matmul_split_k_triton(a, w.t(), c, None, (plan[0], *tile))
             return bio._matmul_few_rows_triton(a, w.t(), c, None, tile)
 
         return run
@@ -180,38 +168,31 @@ def main() -> None:
         if args.sweep
         else [1, 4, 16, 64]
         if args.grid
-        else PREFILL_M
-        if args.splitk_prefill
         else [1, 4, 16, 64, 256]
     )
     shapes = SHAPES
     if args.grid:
         shapes = {s: SHAPES[s] for s in args.grid.split(",")}
-    if args.splitk_prefill:
-        probe = torch.empty(1, 1, device="cuda", dtype=torch.bfloat16)
-        shapes = {s: nk for s, nk in SHAPES.items() if bio._split_k_plan(probe, 1, *nk)}
-    tiled = args.sweep or args.grid or args.splitk_prefill
+    tiled = args.sweep or args.grid
     for shape, (n, k) in shapes.items():
         shape_ms = ms + PREFILL_M if args.table and n <= 256 else ms
         gen = torch.Generator(device="cuda").manual_seed(0)
         a = torch.randn(max(512, *shape_ms), k, device="cuda", generator=gen)
         a = a.to(torch.bfloat16)
         w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
-        # split-K tiles keep the dispatched GEMM's bits, not the persistent kernel's
-        ref = dispatched(a, w) if args.splitk_prefill else persistent(a, w)
+        ref = persistent(a, w)
         entry = {"N": n, "K": k, "bits": {}, "time": {}}
         if args.grid:
             pick = {m: grid_candidates(n, k, m) for m in ms}
-        elif args.splitk_prefill:
-            pick = {m: SPLITK_PREFILL for m in ms}
         else:
             pick = {m: candidates(m) for m in ms}
         if tiled:
             tiles = {t for m in ms for t in pick[m]}
-            checked = PREFILL_M if args.splitk_prefill else [1, 13, 64, 100, 256]
             for tile in sorted(tiles):
                 try:
-                    entry["bits"][name(tile)] = bits(tile_run(tile), a, w, ref, checked)
+                    entry["bits"][name(tile)] = bits(
+                        tile_run(tile), a, w, ref, [1, 13, 64, 100, 256]
+                    )
                 except Exception as exc:
                     entry["bits"][name(tile)] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
         else:
@@ -241,36 +222,26 @@ def main() -> None:
         torch.cuda.empty_cache()
         result["shapes"][shape] = entry
         print(f"[{time.time() - t0:.0f}s] {shape}", flush=True)
-        out = (
-            "gemm_tiles_sweep"
-            if args.sweep
-            else "gemm_tiles_grid"
-            if args.grid
-            else "gemm_tiles_splitk_prefill"
-            if args.splitk_prefill
-            else "gemm_table"
-        )
+        out = "gemm_tiles_sweep" if args.sweep else "gemm_tiles_grid" if args.grid else "gemm_table"
         (args.out / f"{out}.json").write_text(json.dumps(result, indent=1))
     if args.table:
         (args.out / "gemm_table.md").write_text(table(result))
         print(table(result))
-    if args.grid or args.splitk_prefill:
-        summary = best(result, "the dispatched GEMM's" if args.splitk_prefill else None)
-        (args.out / f"{out}.md").write_text(summary)
-        print(summary)
+    if args.grid:
+        (args.out / f"{out}.md").write_text(best(result))
+        print(best(result))
 
 
-def best(result: dict, reference: str | None = None) -> str:
+def best(result: dict) -> str:
     """Per shape and M: cuBLAS, the rule's tile, and the five fastest tiles whose bits are
-    the reference's (the persistent kernel's unless named)."""
-    default_reference = "the persistent kernel's"
+    the persistent kernel's."""
     env = result["env"]
     lines = [
         f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}, "
         f"copy bandwidth {env['copy_bandwidth_TBps']:.2f} TB/s",
         "",
-        f"| shape | M | floor us | cuBLAS us | persistent us | rule | fastest tiles with "
-        f"{reference or default_reference} bits (us, / cuBLAS) | tiles timed | "
+        "| shape | M | floor us | cuBLAS us | persistent us | rule | fastest tiles with "
+        "the persistent kernel's bits (us, / cuBLAS) | tiles timed | "
         "tiles whose bits differ |",
         "|---|---|---|---|---|---|---|---|---|",
     ]

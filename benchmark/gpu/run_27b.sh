@@ -8,8 +8,11 @@
 #   splitk    splitk_study.py: a fixed split-K (2, 4, 8, 16) for the weights of at most 256
 #             columns, at every M (decode, verify and prefill sizes): rows over M = 1..512,
 #             time against cuBLAS and the mode's GEMM
-#   splitk-prefill  gemm_tiles.py --splitk-prefill: 0011's split-K tiles above 256 rows at the
-#             shapes it splits, M = 1024, 4096, 8192, rows against the dispatched GEMM's
+#   fixed-split  fixed_split_study.py: a K split fixed by the weight (S 2 and 4 for the wide
+#             weights, 0011's S 4 for in_proj_ba), run through partials or in one program per
+#             tile, and 0008's kernel at untried tiles, at M 64 to 8192 (FIXED_SPLIT_SHAPES
+#             chooses): rows against each candidate's reference, time against cuBLAS, the
+#             dispatched GEMM and the persistent kernel
 #   table     gemm_tiles.py --table: the mode's GEMM as the tree dispatches it (0008, 0011),
 #             cuBLAS, the persistent kernel, the floor (the issue's GEMM table)
 #   tests     the series' CUDA tests named by TESTS_MATCH (run_upstream_tests.sh; default
@@ -46,10 +49,11 @@ for group in "$@"; do
       timeout "${SPLITK_LIMIT:-240}" python3 benchmark/gpu/splitk_study.py --tree $G/series \
         --out $O > $O/splitk.log 2>&1
       cp $O/splitk_study.md "$OUT/splitk_study_$tag.md" ;;
-    splitk-prefill)
-      timeout "${SPLITK_PREFILL_LIMIT:-180}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series \
-        --out $O --splitk-prefill > $O/splitk_prefill.log 2>&1
-      cp $O/gemm_tiles_splitk_prefill.md "$OUT/gemm_tiles_splitk_prefill_$tag.md" ;;
+    fixed-split)
+      timeout "${FIXED_SPLIT_LIMIT:-300}" python3 benchmark/gpu/fixed_split_study.py \
+        --tree $G/series --out $O ${FIXED_SPLIT_SHAPES:+--shapes $FIXED_SPLIT_SHAPES} \
+        > $O/fixed_split.log 2>&1
+      cp $O/fixed_split_study.md "$OUT/fixed_split_study_$tag.md" ;;
     table)
       timeout "${TABLE_LIMIT:-180}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series --out $O \
         --table > $O/table.log 2>&1
