@@ -22,8 +22,8 @@ def test_a_new_tree_says_what_it_is_doing(series, tmp_path, run_cli):
     proc = run_cli("tree", str(tmp_path / "tree"))
     assert proc.returncode == 0, proc.stderr
     assert (
-        f"gdn-parity tree: applying {len(series.patches)} patch(es) in {tmp_path / 'tree'}"
-        in proc.stderr.splitlines()
+        f"gdn-parity tree: applying {len(series.patches)} patches "
+        f"(0001 to {len(series.patches):04d}) in {tmp_path / 'tree'}" in proc.stderr.splitlines()
     )
     again = run_cli("tree", str(tmp_path / "tree"))
     assert again.returncode == 0 and again.stderr == ""  # nothing to do, nothing said

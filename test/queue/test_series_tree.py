@@ -45,6 +45,15 @@ def test_git_am_of_the_series_gives_one_commit_per_patch(series, tmp_path):
         assert f"Subject: {tag} {subject}" in text.replace("\n ", " ")
 
 
+def test_a_prefix_of_the_series_says_which_patches_it_applies(series, tmp_path, capsys):
+    """The demo's 0.5.23 variant is the base plus the state trace alone: its note names the
+    patch, not a bare count a newcomer reads as the series."""
+    materialise_tree(series.prefix(1), tmp_path / "one")
+    assert f"applying patch {series.patches[0]} in {tmp_path / 'one'}" in capsys.readouterr().err
+    materialise_tree(series.prefix(3), tmp_path / "three")
+    assert f"applying 3 patches (0001 to 0003) in {tmp_path / 'three'}" in capsys.readouterr().err
+
+
 def test_tree_is_idempotent(series, tmp_path):
     tree = materialise_tree(series, tmp_path / "tree")
     head = git_out(tree, "rev-parse", "HEAD")

@@ -141,7 +141,7 @@ def _materialise(series: Series, directory: Path) -> Path:
             raise
         git(directory, "checkout", "--quiet", "-B", TREE_BRANCH)
         git(directory, "config", DIGEST_KEY, "")
-    note(f"applying {len(series.patches)} patch(es) in {directory}")
+    note(f"applying {_patches_named(series.patches)} in {directory}")
     try:
         _apply_series(directory, series)
     except GdnParityError:
@@ -150,6 +150,16 @@ def _materialise(series: Series, directory: Path) -> Path:
         raise
     record_tree(directory, series)
     return directory
+
+
+def _patches_named(patches: tuple[str, ...]) -> str:
+    """What a note calls the patches it applies: a prefix of the series says which."""
+    if len(patches) == 1:
+        return f"patch {patches[0]}"
+    if not patches:
+        return "no patch"
+    first, last = (name.split("-", 1)[0] for name in (patches[0], patches[-1]))
+    return f"{len(patches)} patches ({first} to {last})"
 
 
 def record_tree(directory: Path, series: Series) -> None:
