@@ -187,10 +187,12 @@ def segmented(splits: int, tile: tuple) -> Run:
         n = w.shape[0]
         b = w.t()
         c = torch.empty(m, n, device=a.device, dtype=a.dtype)
+        per = k_per_split(k, splits)
         segmented_split_k_kernel[(triton.cdiv(m, bm), triton.cdiv(n, bn))](
-            a, b, c, m, n, k, k_per_split(k, splits),
+            a, b, c, m, n, k, per,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-            SPLITS=splits, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk,
+            # as many splits as _matmul_split_k_triton launches for this K_PER_SPLIT
+            SPLITS=triton.cdiv(k, per), BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk,
             num_warps=warps, num_stages=stages,
         )  # fmt: skip
         return c
