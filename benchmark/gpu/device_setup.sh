@@ -1,6 +1,7 @@
 # Sourced by the device commands: install the carried cp312 wheels into /tmp/site, put the
 # sglang wheel into gdn-parity's cache, and record the machine in "$1"/env.txt. A later
-# call on the same warm machine may carry nothing: /tmp/site and the cache are kept.
+# call on the same warm machine may carry nothing: /tmp/site and the cache are kept. A carried
+# .gpu/tree.tar.xz (pack_tree.sh) becomes /tmp/gdn-parity-gpu/series where that is missing.
 # Usage: source benchmark/gpu/device_setup.sh OUTDIR
 # A copy carried once stays in the machine's checkout for later calls, so two scripts of one
 # call (one sourcing this beside another that does) both install: one at a time (flock), else
@@ -18,6 +19,7 @@ if [ "${TRITON:-}" = 3.8 ]; then
   export PYTHONPATH=/tmp/t38:$PYTHONPATH TRITON_CACHE_DIR=/tmp/triton-cache-38
 fi
 mkdir -p "$GDN_PARITY_CACHE/wheels" "$1"
+bash benchmark/gpu/unpack_tree.sh || exit 1
 ls .gpu/sglang-0.5.23-*.whl > /dev/null 2>&1 && cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
 {
   date -u
