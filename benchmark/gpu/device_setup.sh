@@ -1,7 +1,8 @@
 # Sourced by the device commands: install the carried cp312 wheels into /tmp/site, put the
 # sglang wheel into gdn-parity's cache, and record the machine in "$1"/env.txt. A later
 # call on the same warm machine may carry nothing: /tmp/site and the cache are kept. A carried
-# .gpu/tree.tar.xz (pack_tree.sh) becomes /tmp/gdn-parity-gpu/series where that is missing.
+# .gpu/tree.tar.xz (pack_tree.sh) becomes /tmp/gdn-parity-gpu/series where that is missing,
+# and the base in the cache where that is (unpack_tree.sh).
 # Usage: source benchmark/gpu/device_setup.sh OUTDIR
 # A copy carried once stays in the machine's checkout for later calls, so two scripts of one
 # call (one sourcing this beside another that does) both install: one at a time (flock), else

@@ -3,10 +3,9 @@
 # (gdn-parity tree) and pack its files without .git into .gpu/tree.tar.xz (about 24 MB),
 # with .gpu/tree.series: the sha256 of patches/series and every patch it names. A call that
 # carries .gpu/tree.tar.xz and .gpu/whl (about 52 MB with the checkout) is self-contained for
-# the groups that import the tree alone (fixed-split, table, tiles, grid, splitk, tests):
-# device_setup.sh unpacks it into /tmp/gdn-parity-gpu/series, after checking that the
-# checkout carries the same patches (unpack_tree.sh). cost, cost-now and identity materialise trees from the
-# sglang wheel and still need the call that carries it (README.md).
+# every group of run_27b.sh but cost: device_setup.sh checks that the checkout carries the same
+# patches, unpacks the tree into /tmp/gdn-parity-gpu/series and lays out the base from it
+# (unpack_tree.sh), so cost-now and identity need no sglang wheel (README.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Device command for issue #24 at a Qwen3.5-27B's shapes. Carry .gpu/whl, after a call on the same
-# warm machine that carried the sglang wheel into /tmp/gdn-parity-cache/wheels/ (benchmark/README.md).
+# Device command for issue #24 at a Qwen3.5-27B's shapes. Carry .gpu/whl, .gpu/tree.tar.xz and
+# .gpu/tree.series (pack_tree.sh); cost also needs the sglang wheel, carried into
+# /tmp/gdn-parity-cache/wheels/ by an earlier call on the same warm machine (benchmark/README.md).
 # Arguments: the groups to run, in order:
 #   tiles     gemm_tiles.py --sweep: patch 0008's kernel at candidate tiles vs cuBLAS
 #   grid      gemm_tiles.py --grid GRID_SHAPES (27b.in_proj_ba,27b.o_proj): a grid of tiles,

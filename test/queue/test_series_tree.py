@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gdn_parity.errors import GdnParityError
-from gdn_parity.queue.base import BASE_BRANCH, base_repo
+from gdn_parity.queue.base import BASE_BRANCH, base_repo, base_repo_from_tree
 from gdn_parity.queue.cache import cache_dir
 from gdn_parity.queue.export import check_series, export_series
 from gdn_parity.queue.git import git_out
@@ -31,6 +31,45 @@ def test_base_commit_is_the_pinned_reproducible_hash(series):
     repo = base_repo(series)
     assert git_out(repo, "rev-parse", BASE_BRANCH) == series.base_commit
     assert (repo / "python" / "sglang" / "srt" / "environ.py").is_file()
+
+
+def _files_of(tree: Path, dest: Path) -> Path:
+    """The tree's files without .git: what benchmark/gpu/pack_tree.sh packs."""
+    return Path(shutil.copytree(tree, dest, ignore=shutil.ignore_patterns(".git")))
+
+
+def test_the_base_laid_out_from_a_series_tree_is_the_pinned_commit_without_the_wheel(
+    series, series_tree, tmp_path, monkeypatch
+):
+    """A GPU call carries the series' tree, not the 38 MB wheel: the base comes from the
+    tree's files with the patches taken back, and is the commit patches/series pins."""
+    files = _files_of(series_tree, tmp_path / "files")
+    monkeypatch.setenv("GDN_PARITY_CACHE", str(tmp_path / "cache"))
+    repo = base_repo_from_tree(series, files)
+    assert git_out(repo, "rev-parse", BASE_BRANCH) == series.base_commit
+    assert not (tmp_path / "cache" / "wheels").exists()
+    tree = materialise_tree(series, tmp_path / "tree")  # from that base, offline
+    assert git_out(tree, "rev-parse", "HEAD") == git_out(series_tree, "rev-parse", "HEAD")
+
+
+@pytest.mark.parametrize(
+    ("path", "edit", "says"),
+    [
+        ("python/sglang/version.py", "# a local edit\n", "but the series pins"),
+        ("python/sglang/srt/environ.py", "", "does not come off it"),
+    ],
+    ids=["a file no patch touches", "a file a patch changes"],
+)
+def test_a_tree_of_other_files_gives_no_base(
+    series, series_tree, tmp_path, monkeypatch, path, edit, says
+):
+    files = _files_of(series_tree, tmp_path / "files")
+    target = files / path
+    target.write_text(edit + target.read_text() if edit else "")
+    monkeypatch.setenv("GDN_PARITY_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(GdnParityError, match=says):
+        base_repo_from_tree(series, files)
+    assert [p.name for p in (tmp_path / "cache").iterdir() if p.name != ".lock"] == []
 
 
 def test_git_am_of_the_series_gives_one_commit_per_patch(series, tmp_path):

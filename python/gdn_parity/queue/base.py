@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from gdn_parity.errors import GdnParityError
@@ -97,9 +98,13 @@ def _branch_commit(repo: Path, branch: str) -> str:
     return proc.stdout.decode().strip() if proc.returncode == 0 else ""
 
 
-def base_repo(series: Series) -> Path:
-    """A cached git repo whose ``base`` branch is the pinned base commit."""
-    root = cache_dir() / f"base-{series.version}-{series.wheel_sha256[:12]}"
+def _base_root(series: Series) -> Path:
+    return cache_dir() / f"base-{series.version}-{series.wheel_sha256[:12]}"
+
+
+def _cached_base(series: Series) -> Path | None:
+    """The cache's base repo where it holds the pinned commit (a stale one is removed)."""
+    root = _base_root(series)
     if is_git_repo(root):
         if _branch_commit(root, BASE_BRANCH) == series.base_commit:
             return root
@@ -109,15 +114,22 @@ def base_repo(series: Series) -> Path:
             f"{root} is not a git repository holding the base (an interrupted or damaged "
             "cache): delete it and retry, and gdn-parity lays the base out again"
         )
-    wheel = fetch_wheel(series)
-    note(f"laying out {wheel.name} as upstream's python/sglang/ in {root}, once")
+    return None
+
+
+def _lay_out_base(series: Series, fill: Callable[[Path], None], source: str) -> Path:
+    """Commit the files ``fill`` writes into a new directory as the base, check that the
+    commit is the pinned one, and make the directory the cache's base repo."""
+    root = _base_root(series)
+    note(f"laying out {source} as upstream's python/sglang/ in {root}, once")
+    cache_dir().mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="base-", dir=cache_dir()))
     try:
-        _extract_package(wheel, tmp)
+        fill(tmp)
         commit = _make_base_commit(tmp, series)
         if commit != series.base_commit:
             raise GdnParityError(
-                f"the base commit built from {wheel.name} is {commit}, but the "
+                f"the base commit built from {source} is {commit}, but the "
                 f"series pins {series.base_commit}: the layout or git changed."
             )
         os.replace(tmp, root)
@@ -125,3 +137,38 @@ def base_repo(series: Series) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return root
+
+
+def base_repo(series: Series) -> Path:
+    """A cached git repo whose ``base`` branch is the pinned base commit."""
+    cached = _cached_base(series)
+    if cached is not None:
+        return cached
+    wheel = fetch_wheel(series)
+    return _lay_out_base(series, lambda tmp: _extract_package(wheel, tmp), wheel.name)
+
+
+def base_repo_from_tree(series: Series, tree: Path) -> Path:
+    """The cached base repo, laid out without the wheel from ``tree``: the files of a tree
+    of the whole series (``gdn-parity tree``, packed without .git), with the patches taken
+    back last first. For a machine that cannot fetch the wheel (a GPU run,
+    ``benchmark/gpu/unpack_tree.sh``). Refuses where the result is not the pinned commit."""
+    cached = _cached_base(series)
+    if cached is not None:
+        return cached
+
+    def fill(tmp: Path) -> None:
+        shutil.copytree(tree, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
+        # A repository of its own: git apply in a directory of another one (the cache in a
+        # checkout) would skip the paths outside that directory.
+        git(tmp, "init", "--quiet")
+        for patch in reversed(series.patch_paths()):
+            proc = git(tmp, "apply", "--reverse", str(patch), check=False)
+            if proc.returncode != 0:
+                raise GdnParityError(
+                    f"{tree} is not a tree of this series: {patch.name} does not come "
+                    f"off it ({last_line(proc.stderr.decode(errors='replace'))})"
+                )
+        shutil.rmtree(tmp / ".git")
+
+    return _lay_out_base(series, fill, f"{tree} without the series")
