@@ -78,6 +78,19 @@ def test_a_size_that_does_not_fit_is_refused_with_the_memory_it_needs():
     assert "a smaller --size or --batch" in fit_problem(config, 2, 4, 64, 5, 1, 60 * GIB)
 
 
+def test_the_snapshots_of_the_states_count_toward_the_footprint():
+    """``cost --size 27b --batch 1,4,16,64 --gamma 1,3`` on an H100 (79.18 GiB) passed the
+    check and ran out of memory at batch 64 when the step's snapshot of the SSM states
+    asked for 4.57 GiB (2026-12-05): the estimate left the snapshots out. Batch 16 fits."""
+    from gdn_parity.drift.model.config import SIZES
+    from gdn_parity.drift.model.footprint import GIB, fit_problem
+
+    config, h100 = SIZES["27b"], int(79.18 * GIB)
+    problem = fit_problem(config, 2, 2, 64, 4, 1, h100)
+    assert problem is not None and problem.startswith("--size 27b needs about ")
+    assert fit_problem(config, 2, 2, 16, 4, 1, h100) is None
+
+
 def test_a_step_whose_capture_failed_is_named():
     """A capture that fails (the alt-stream overlaps, a kernel that cannot be captured) puts
     an eager time beside graph replays: ``cost`` names those steps on stderr. Asked for

@@ -79,8 +79,8 @@ def time_step(
         [r.length for r in model.requests],
         width,
     )
-    snap = model.snapshot()
     model.set_draft_tokens(width if phase == "verify" else 1)
+    snap = model.snapshot()  # after the resize: one snapshot at a time (footprint.py)
     step = model.prepare_step(phase, width)
     graph = cuda and graphs
     # sglang's graph runner warms up and captures in its capture mode

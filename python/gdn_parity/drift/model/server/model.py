@@ -251,6 +251,8 @@ class ServerModel:
 
     def set_draft_tokens(self, draft_tokens: int) -> None:
         snap = self.snapshot()
+        # the old pools go before the new ones are made: a 27B's fill most of a GPU
+        self.state = self.gdn = self.attn = None
         self._build_pools(draft_tokens)
         self.restore(snap)
 
