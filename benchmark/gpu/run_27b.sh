@@ -22,7 +22,8 @@
 #             series (before 0008: 0.5.23, exact-parity, deterministic-exact-parity), then the
 #             8-patch series (deterministic-exact-parity)
 #   cost-now  the same cost table for the checkout's series alone: 0.5.23 and
-#             deterministic-exact-parity
+#             deterministic-exact-parity (COST_BATCHES, default 1,4,16,64: batch 64 needs
+#             about 86 GiB, so an 80 GB H100 takes 1,4,16)
 #   identity  gdn-parity demo --size 27b-8l: deterministic-exact-parity vs Base at batch
 #             1,4,16,64, bf16 and fp32 SSM pools, TOKENS tokens (300), forced reject gamma 1
 #             and 4, natural acceptance gamma 3; the demos side by side (BATCHES, POOLS
@@ -66,7 +67,7 @@ for group in "$@"; do
     cost)
       P7=/tmp/patches7 && rm -rf $P7 && mkdir -p $P7 && cp patches/*.patch $P7/ && rm $P7/0008-*
       grep -v '^0008-' patches/series > $P7/series
-      C=(cost --size 27b --batch 1,4,16,64 --gamma 1,3 --replays "${REPLAYS:-30}")
+      C=(cost --size 27b --batch "${COST_BATCHES:-1,4,16,64}" --gamma 1,3 --replays "${REPLAYS:-30}")
       timeout "${COST_BEFORE_LIMIT:-330}" python3 -m gdn_parity.cli --patches $P7 "${C[@]}" \
         --variants 0.5.23,exact-parity,deterministic-exact-parity --out $O/cost-before \
         > $O/cost-before.log 2>&1
@@ -74,7 +75,7 @@ for group in "$@"; do
         --variants deterministic-exact-parity --out $O/cost-after > $O/cost-after.log 2>&1
       cat $O/cost-before/cost.md $O/cost-after/cost.md > "$OUT/cost_$tag.md" 2>/dev/null ;;
     cost-now)
-      timeout "${COST_NOW_LIMIT:-300}" python3 -m gdn_parity.cli cost --size 27b --batch 1,4,16,64 \
+      timeout "${COST_NOW_LIMIT:-300}" python3 -m gdn_parity.cli cost --size 27b --batch "${COST_BATCHES:-1,4,16,64}" \
         --gamma 1,3 --replays "${REPLAYS:-30}" --variants 0.5.23,deterministic-exact-parity \
         --out $O/cost-now > $O/cost-now.log 2>&1
       cp $O/cost-now/cost.md "$OUT/cost_now_$tag.md" ;;
