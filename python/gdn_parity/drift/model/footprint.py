@@ -19,9 +19,10 @@ def model_bytes(
     logits of the widest verify (fp32)."""
     slots = max(padded_batch(requests, phase) for phase in ("decode", "verify")) + 1
     state = config.gdn_v_heads * config.gdn_head_dim**2 * ssm_bytes
-    pools = len(config.gdn_layers) * slots * (1 + max_draft_tokens + SNAPSHOTS) * state
+    states = len(config.gdn_layers) * slots * state
+    pools = states * (1 + max_draft_tokens)
     logits = slots * max_draft_tokens * config.vocab * 4
-    return config.parameters() * dtype_bytes + pools + logits + WORKSPACE
+    return config.parameters() * dtype_bytes + pools + SNAPSHOTS * states + logits + WORKSPACE
 
 
 def fit_problem(
