@@ -14,6 +14,9 @@
 #             tile, and 0008's kernel at untried tiles, at M 64 to 8192 (FIXED_SPLIT_SHAPES
 #             chooses): rows against each candidate's reference, time against cuBLAS, the
 #             dispatched GEMM and the persistent kernel
+#   tma       tma_tile_study.py: the wide weights at 128-256 rows through TMA loads, one tile per
+#             program or one program per SM (with and without warp_specialize): rows against
+#             the dispatched GEMM at M = 1..512, time against cuBLAS and the dispatched GEMM
 #   table     gemm_tiles.py --table: the mode's GEMM as the tree dispatches it (0008, 0011),
 #             cuBLAS, the persistent kernel, the floor (the issue's GEMM table)
 #   tests     the series' CUDA tests named by TESTS_MATCH (run_upstream_tests.sh; default
@@ -56,6 +59,10 @@ for group in "$@"; do
         --tree $G/series --out $O ${FIXED_SPLIT_SHAPES:+--shapes $FIXED_SPLIT_SHAPES} \
         > $O/fixed_split.log 2>&1
       cp $O/fixed_split_study.md "$OUT/fixed_split_study_$tag.md" ;;
+    tma)
+      timeout "${TMA_LIMIT:-300}" python3 benchmark/gpu/tma_tile_study.py --tree $G/series \
+        --out $O ${TMA_SHAPES:+--shapes $TMA_SHAPES} > $O/tma.log 2>&1
+      cp $O/tma_tile_study.md "$OUT/tma_tile_study_$tag.md" ;;
     table)
       timeout "${TABLE_LIMIT:-180}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series --out $O \
         --table > $O/table.log 2>&1
