@@ -26,7 +26,8 @@
 #             8-patch series (deterministic-exact-parity)
 #   cost-now  the same cost table for the checkout's series alone: 0.5.23 and
 #             deterministic-exact-parity (COST_BATCHES, default 1,4,16,64: batch 64 needs
-#             about 86 GiB, so an 80 GB H100 takes 1,4,16)
+#             about 77 GiB with the snapshots in host memory, which an 80 GB H100 takes by
+#             the estimate, unmeasured: there, run 1,4,16 and then 64 in its own call)
 #   identity  gdn-parity demo --size 27b-8l: deterministic-exact-parity vs Base at batch
 #             1,4,16,64, bf16 and fp32 SSM pools, TOKENS tokens (300), forced reject gamma 1
 #             and 4, natural acceptance gamma 3; the demos side by side (BATCHES, POOLS

@@ -78,17 +78,22 @@ def test_a_size_that_does_not_fit_is_refused_with_the_memory_it_needs():
     assert "a smaller --size or --batch" in fit_problem(config, 2, 4, 64, 5, 1, 60 * GIB)
 
 
-def test_the_snapshots_of_the_states_count_toward_the_footprint():
-    """``cost --size 27b --batch 1,4,16,64 --gamma 1,3`` on an H100 (79.18 GiB) passed the
-    check and ran out of memory at batch 64 when the step's snapshot of the SSM states
-    asked for 4.57 GiB (2026-12-05): the estimate left the snapshots out. Batch 16 fits."""
+def test_an_h100_takes_the_27b_at_batch_64_with_the_snapshots_in_host_memory():
+    """``cost --size 27b --batch 64 --gamma 1,3`` ran out of memory on an H100 (79.18 GiB,
+    2026-12-05) when a snapshot of the SSM states asked for 4.57 GiB more on the GPU; session
+    18 then counted two snapshots and refused batch 64 there (about 86 GiB). The snapshots
+    are now in host memory (``ServerModel.snapshot``), so the GPU holds the weights, the pools
+    with the verify scratch and the logits: about 77 GiB at batch 64 with bf16 states, which
+    the H100 takes. fp32 states (twice the pools) still need an H200."""
     from gdn_parity.drift.model.config import SIZES
-    from gdn_parity.drift.model.footprint import GIB, fit_problem
+    from gdn_parity.drift.model.footprint import GIB, fit_problem, model_bytes
 
     config, h100 = SIZES["27b"], int(79.18 * GIB)
-    problem = fit_problem(config, 2, 2, 64, 4, 1, h100)
-    assert problem is not None and problem.startswith("--size 27b needs about ")
-    assert fit_problem(config, 2, 2, 16, 4, 1, h100) is None
+    assert fit_problem(config, 2, 2, 64, 4, 1, h100) is None
+    assert 76 * GIB < model_bytes(config, 2, 2, 64, 4) < 78 * GIB
+    problem = fit_problem(config, 2, 4, 64, 4, 1, h100)
+    assert problem is not None and problem.startswith("--size 27b needs about 100 GiB")
+    assert fit_problem(config, 2, 4, 64, 4, 1, 139 * GIB) is None
 
 
 def test_a_step_whose_capture_failed_is_named():

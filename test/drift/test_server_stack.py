@@ -181,6 +181,23 @@ def test_timing_a_step_leaves_the_model_as_it_was(exact):
     assert timed.floor_ms == pytest.approx(timed.bytes / 1e12 * 1e3)
 
 
+def test_a_snapshot_is_a_host_copy_that_restore_puts_back(exact):
+    """``ServerModel.snapshot`` copies to host memory (on CUDA that keeps a 27B's 4.6 GiB of
+    states off the GPU): a copy, not a view, on CPU too, or restoring it would be a no-op."""
+    model, start, *_ = exact
+    model.restore(start)
+    snap = model.snapshot()
+    pool = model.attn.token_to_kv_pool
+    live = (model.state.temporal, model.state.conv[0], pool.k_buffer[0], pool.v_buffer[0])
+    copies = (*snap.gdn, snap.keys[0], snap.values[0])
+    assert all(c.device.type == "cpu" for c in (*snap.gdn, *snap.keys, *snap.values))
+    for tensor in live:
+        tensor.add_(1)
+    assert not any(torch.equal(t.cpu(), c) for t, c in zip(live, copies, strict=True))
+    model.restore(snap)
+    assert all(torch.equal(t.cpu(), c) for t, c in zip(live, copies, strict=True))
+
+
 def test_stack_defaults_and_refusals():
     assert default_stack("cuda") == "server" and default_stack("cpu") == "rowwise"
     with pytest.raises(ValueError, match="--stack server"):

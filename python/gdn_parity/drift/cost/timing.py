@@ -80,7 +80,7 @@ def time_step(
         width,
     )
     model.set_draft_tokens(width if phase == "verify" else 1)
-    snap = model.snapshot()  # after the resize: one snapshot at a time (footprint.py)
+    snap = model.snapshot()  # after the resize, in host memory (ServerModel.snapshot)
     step = model.prepare_step(phase, width)
     graph = cuda and graphs
     # sglang's graph runner warms up and captures in its capture mode

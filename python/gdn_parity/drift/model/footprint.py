@@ -7,22 +7,20 @@ from gdn_parity.drift.model.server.padding import padded_batch
 
 GIB = 1 << 30
 WORKSPACE = 4 * GIB  # CUDA context, kernels' scratch, the allocator's slack
-SNAPSHOTS = 2  # copies of the SSM states held beside the pools (ServerModel.snapshot)
 
 
 def model_bytes(
     config: ModelConfig, dtype_bytes: int, ssm_bytes: int, requests: int, max_draft_tokens: int
 ) -> int:
     """One server-stack model: its weights, GDN pools with the verify scratch for
-    ``max_draft_tokens`` steps, the snapshots of the SSM states a run holds at once (two:
-    ``demo``'s start and the one that resizes the pools; ``cost`` holds one), and the
-    logits of the widest verify (fp32)."""
+    ``max_draft_tokens`` steps, and the logits of the widest verify (fp32). The snapshots
+    of the states that ``demo`` and ``cost`` hold are in host memory (``ServerModel.snapshot``)."""
     slots = max(padded_batch(requests, phase) for phase in ("decode", "verify")) + 1
     state = config.gdn_v_heads * config.gdn_head_dim**2 * ssm_bytes
     states = len(config.gdn_layers) * slots * state
     pools = states * (1 + max_draft_tokens)
     logits = slots * max_draft_tokens * config.vocab * 4
-    return config.parameters() * dtype_bytes + pools + SNAPSHOTS * states + logits + WORKSPACE
+    return config.parameters() * dtype_bytes + pools + logits + WORKSPACE
 
 
 def fit_problem(
