@@ -82,7 +82,7 @@ PERSISTENT_TILES = [
 ]
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])  # one compile for every M, as 0008's kernel
 def tma_tile_kernel(a_desc, w_desc, c_ptr, M, N, K, stride_cm, BM: tl.constexpr,
                     BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
     """C = A @ W^T, one tile per program, K from 0 in BK chunks into one fp32 accumulator."""
@@ -100,7 +100,7 @@ def tma_tile_kernel(a_desc, w_desc, c_ptr, M, N, K, stride_cm, BM: tl.constexpr,
              acc.to(c_ptr.dtype.element_ty), mask=mask)  # fmt: skip
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])
 def tma_persistent_kernel(a_desc, w_desc, c_ptr, M, N, K, stride_cm, BM: tl.constexpr,
                           BN: tl.constexpr, BK: tl.constexpr, NUM_SMS: tl.constexpr,
                           WARP_SPECIALIZE: tl.constexpr):  # fmt: skip
