@@ -27,7 +27,10 @@
 #   cost-now  the same cost table for the checkout's series alone: 0.5.23 and
 #             deterministic-exact-parity (COST_BATCHES, default 1,4,16,64: batch 64 needs
 #             about 77 GiB with the snapshots in host memory, which an 80 GB H100 takes by
-#             the estimate, unmeasured: there, run 1,4,16 and then 64 in its own call)
+#             the estimate, unmeasured: there, run 1,4,16 and then 64 in its own call;
+#             COST_GAMMAS, default 1,3; COST_ROUNDS, default 1: the two variants in turn
+#             that many times, ratios taken within a round, e.g. COST_BATCHES=64
+#             COST_GAMMAS=3 COST_ROUNDS=3 for the one row issue #24 still misses)
 #   identity  gdn-parity demo --size 27b-8l: deterministic-exact-parity vs Base at batch
 #             1,4,16,64, bf16 and fp32 SSM pools, TOKENS tokens (300), forced reject gamma 1
 #             and 4, natural acceptance gamma 3; the demos side by side (BATCHES, POOLS
@@ -84,8 +87,8 @@ for group in "$@"; do
       cat $O/cost-before/cost.md $O/cost-after/cost.md > "$OUT/cost_$tag.md" 2>/dev/null ;;
     cost-now)
       timeout "${COST_NOW_LIMIT:-300}" python3 -m gdn_parity.cli cost --size 27b --batch "${COST_BATCHES:-1,4,16,64}" \
-        --gamma 1,3 --replays "${REPLAYS:-30}" --variants 0.5.23,deterministic-exact-parity \
-        --out $O/cost-now > $O/cost-now.log 2>&1
+        --gamma "${COST_GAMMAS:-1,3}" --replays "${REPLAYS:-30}" --rounds "${COST_ROUNDS:-1}" \
+        --variants 0.5.23,deterministic-exact-parity --out $O/cost-now > $O/cost-now.log 2>&1
       cp $O/cost-now/cost.md "$OUT/cost_now_$tag.md" ;;
     identity)
       for b in ${BATCHES:-1 4 16 64}; do

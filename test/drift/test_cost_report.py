@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from gdn_parity.drift.cost.report import cost_table, eager_steps
 from gdn_parity.drift.cost.results import StepTime, VariantCost
 
@@ -31,6 +33,50 @@ def test_rows_show_median_min_p90_and_the_ratio_to_the_first_variant():
     assert cells[1][5:9] == ["4.000 (3.800-4.400)", "1.00x", "0.500", "8.00x"]
     assert cells[2][5:9] == ["2.500 (2.400-2.900)", "1.25x", "0.500", "5.00x"]
     assert cells[3][5:9] == ["5.000 (4.900-5.500)", "1.25x", "0.500", "10.00x"]
+
+
+def test_rounds_give_the_median_of_the_rounds_and_a_ratio_taken_within_each_round():
+    """``cost --rounds 3``: B's decode took 2.6, 3.3 and 1.2 ms against A's 2.0, 3.0 and 1.0 in
+    the same rounds. Within-round ratios 1.3, 1.1, 1.2: median 1.2, where the ratio of the
+    medians (2.6 / 2.0) would say 1.3."""
+    rounds = []
+    for i, (a, b) in enumerate([(2.0, 2.6), (3.0, 3.3), (1.0, 1.2)]):
+        for name, ms in (("A", a), ("B", b)):
+            run = _variant(name, (ms, ms, ms), (4.0, 4.0, 4.0))
+            rounds.append(dataclasses.replace(run, round=i))
+    table = cost_table(rounds, [4], [3])
+    lines = table.splitlines()
+    assert "ratio, median of rounds (lowest-highest)" in lines[0]
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[2:]]
+    assert [(c[0], c[3]) for c in cells] == [
+        ("A", "decode"),
+        ("A", "verify γ=3"),
+        ("B", "decode"),
+        ("B", "verify γ=3"),
+    ]
+    assert cells[0][5:9] == ["2.000 (1.000-3.000)", "1.000x (1.000-1.000)", "0.500", "4.00x"]
+    assert cells[2][5:9] == ["2.600 (1.200-3.300)", "1.200x (1.100-1.300)", "0.500", "5.20x"]
+    assert cells[3][5:7] == ["4.000 (4.000-4.000)", "1.000x (1.000-1.000)"]
+
+
+def test_rounds_run_the_variants_in_turn(monkeypatch, tmp_path):
+    """A, B, A, B: each job its round and its own raw file (trees aside: not built here)."""
+    from gdn_parity.drift.cost import plan as cost_plan
+    from gdn_parity.drift.run.variants import variant_named
+
+    monkeypatch.setattr(cost_plan, "variant_tree", lambda series, v: tmp_path / v.name)
+    variants = [variant_named("0.5.23"), variant_named("deterministic-exact-parity")]
+    plan = cost_plan.CostPlan(
+        variants, "27b", "cuda", [1], "bfloat16", [64], [3], 30, True, tmp_path, rounds=2
+    )
+    jobs = cost_plan.cost_jobs(None, plan, tmp_path)
+    assert [(j.variant, j.round) for j in jobs] == [
+        ("0.5.23", 0),
+        ("deterministic-exact-parity", 0),
+        ("0.5.23", 1),
+        ("deterministic-exact-parity", 1),
+    ]
+    assert len({j.out for j in jobs}) == 4
 
 
 def test_the_floor_counts_every_weight_but_the_embedding_and_each_requests_state():

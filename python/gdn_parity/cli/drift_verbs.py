@@ -221,6 +221,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         out_dir=out_dir,
         kv_cache_dtype=args.kv_cache_dtype,
         kv_scale=args.kv_cache_scale,
+        rounds=args.rounds,
     )
     print(run_cost(series, plan), end="")
     print(f"wrote {out_dir / 'cost.md'}, {out_dir / 'cost.json'}")
@@ -424,6 +425,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="drafts per verify; a list times one verify per gamma (3)",
     )
     p.add_argument("--replays", type=positive_int, default=50, help="timed replays (50)")
+    p.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=1,
+        help="run the variants in turn this many times (A, B, A, B, ...); the table gives "
+        "the median over rounds and ratios taken within a round (1)",
+    )
     p.add_argument(
         "--no-graphs", action="store_true", help="time the eager forward, not a CUDA graph"
     )

@@ -2,7 +2,9 @@
 
 Each variant runs in a worker process of its own (its sglang tree is the package
 ``sglang``). The workers run one after another: timings of two processes sharing
-a GPU would measure each other.
+a GPU would measure each other. With ``rounds`` > 1 the variants run in turn that many
+times (A, B, A, B, ...), so that a drift of the GPU's clocks between two processes
+shows as a spread of the ratio instead of a bias.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class CostPlan:
     out_dir: Path
     kv_cache_dtype: str = "auto"  # sglang's --kv-cache-dtype, the same for every variant
     kv_scale: float | None = None
+    rounds: int = 1  # passes over the variants, in turn
 
 
 def cost_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]:
@@ -56,8 +59,10 @@ def cost_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]:
             kv_scale=plan.kv_scale,
             replays=plan.replays,
             graphs=plan.graphs,
-            out=str(raw_dir / f"{v.name}.json"),
+            round=r,
+            out=str(raw_dir / f"{v.name}.{r}.json"),
         )
+        for r in range(plan.rounds)
         for v in plan.variants
     ]
 
@@ -66,7 +71,8 @@ def run_cost(series: Series, plan: CostPlan) -> str:
     """Run the plan; write ``cost.md`` and ``cost.json`` under ``plan.out_dir``; the report."""
     with tempfile.TemporaryDirectory() as raw_dir:
         jobs = cost_jobs(series, plan, Path(raw_dir))
-        note(f"timing {len(jobs)} variant(s), one at a time")
+        rounds = f" in turn, {plan.rounds} times" if plan.rounds > 1 else ""
+        note(f"timing {len(plan.variants)} variant(s), one at a time{rounds}")
         bar = Bar("cost", "step", sum(j.progress_total for j in jobs))
         try:
             results = run_workers(
@@ -85,7 +91,7 @@ def run_cost(series: Series, plan: CostPlan) -> str:
             f"{kv}, server stack, gammas {','.join(map(str, plan.gammas))}",
             "",
             cost_table(results, plan.batches, plan.gammas),
-            legend(plan.variants[0].name, plan.replays, results[0].bandwidth),
+            legend(plan.variants[0].name, plan.replays, results[0].bandwidth, plan.rounds),
         )
     )
     (plan.out_dir / "cost.md").write_text(report)

@@ -3,6 +3,8 @@ median time with its spread, the ratio to the first variant's, and the floor."""
 
 from __future__ import annotations
 
+import statistics
+
 from gdn_parity.drift.cost.results import CAPTURE_FAILED, StepTime, VariantCost
 
 HEADERS = (
@@ -19,6 +21,14 @@ HEADERS = (
 )
 
 
+ROUNDS_HEADERS = (
+    *HEADERS[:5],
+    "ms, median of rounds (lowest-highest)",
+    "ratio, median of rounds (lowest-highest)",
+    *HEADERS[7:],
+)
+
+
 def _step_name(step: StepTime) -> str:
     return "decode" if step.phase == "decode" else f"verify γ={step.width - 1}"
 
@@ -27,35 +37,67 @@ def _timed(step: StepTime) -> str:
     return "CUDA graph" if step.graph else step.note
 
 
+def _one_round(step: StepTime, ref: StepTime) -> list[str]:
+    return [
+        f"{step.median_ms:.3f} ({step.min_ms:.3f}-{step.p90_ms:.3f})",
+        f"{step.median_ms / ref.median_ms:.2f}x",
+        f"{step.floor_ms:.3f}",
+        f"{step.median_ms / step.floor_ms:.2f}x",
+    ]
+
+
+def _rounds(steps: list[StepTime], refs: list[StepTime]) -> list[str]:
+    """The median over rounds of each round's median, and of the ratio within a round, each
+    with the rounds' lowest and highest."""
+    medians = [s.median_ms for s in steps]
+    ratios = [s.median_ms / r.median_ms for s, r in zip(steps, refs, strict=True)]
+    ms, floor = statistics.median(medians), statistics.median(s.floor_ms for s in steps)
+    return [
+        f"{ms:.3f} ({min(medians):.3f}-{max(medians):.3f})",
+        f"{statistics.median(ratios):.3f}x ({min(ratios):.3f}-{max(ratios):.3f})",
+        f"{floor:.3f}",
+        f"{ms / floor:.2f}x",
+    ]
+
+
 def cost_table(results: list[VariantCost], batches: list[int], gammas: list[int]) -> str:
-    reference = results[0]
+    """One row per variant, N and step. ``results`` hold every round (``VariantCost.round``):
+    with one, a row is that run's median (min-p90) and its ratio to the first variant's; with
+    more, the medians over rounds, a ratio taken within each round."""
+    names = list(dict.fromkeys(r.variant for r in results))
+    by_round = {(r.variant, r.round): r for r in results}
+    rounds = sorted({r.round for r in results})
     shapes = [("decode", 1)] + [("verify", g + 1) for g in gammas]
     body = []
-    for result in results:
+    for name in names:
+        runs = [by_round[name, i] for i in rounds]
+        refs = [by_round[names[0], i] for i in rounds]
         for n in batches:
             for phase, width in shapes:
-                step = result.step(phase, n, width)
-                ref = reference.step(phase, n, width)
+                steps = [run.step(phase, n, width) for run in runs]
+                ref_steps = [ref.step(phase, n, width) for ref in refs]
+                if len(rounds) == 1:
+                    cells = _one_round(steps[0], ref_steps[0])
+                else:
+                    cells = _rounds(steps, ref_steps)
                 body.append(
                     [
-                        result.variant,
-                        ", ".join(result.live_sources) or "none",
+                        name,
+                        ", ".join(runs[0].live_sources) or "none",
                         str(n),
-                        _step_name(step),
-                        str(step.padded),
-                        f"{step.median_ms:.3f} ({step.min_ms:.3f}-{step.p90_ms:.3f})",
-                        f"{step.median_ms / ref.median_ms:.2f}x",
-                        f"{step.floor_ms:.3f}",
-                        f"{step.median_ms / step.floor_ms:.2f}x",
-                        _timed(step),
+                        _step_name(steps[0]),
+                        str(steps[0].padded),
+                        *cells,
+                        "; ".join(dict.fromkeys(_timed(s) for s in steps)),
                     ]
                 )
-    widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(HEADERS)]
+    headers = HEADERS if len(rounds) == 1 else ROUNDS_HEADERS
+    widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
 
-    out = [line(list(HEADERS)), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out = [line(list(headers)), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     return "\n".join(out + [line(c) for c in body]) + "\n"
 
 
@@ -63,7 +105,7 @@ def eager_steps(results: list[VariantCost]) -> str | None:
     """A line naming the steps timed eagerly because their capture failed (their eager time
     sits beside graph replays in the table), or None."""
     failed = [
-        f"{r.variant} N={s.requests} {_step_name(s)}"
+        f"{r.variant}{f' (round {r.round + 1})' if r.round else ''} N={s.requests} {_step_name(s)}"
         for r in results
         for s in r.steps
         if not s.graph and s.note.startswith(CAPTURE_FAILED)
@@ -76,13 +118,30 @@ def eager_steps(results: list[VariantCost]) -> str | None:
     )
 
 
-def legend(reference: str, replays: int, bandwidth: float) -> str:
-    return "\n".join(
-        (
+def legend(reference: str, replays: int, bandwidth: float, rounds: int = 1) -> str:
+    if rounds == 1:
+        ms = (
             f"- **ms**: the median of {replays} replays of one forward of the whole padded "
             "batch (verify γ=g: g + 1 rows per request), after warm-up; timed with CUDA "
-            "events; in brackets the fastest replay and the 90th percentile.",
-            f"- **ratio**: to {reference}'s same step at the same N.",
+            "events; in brackets the fastest replay and the 90th percentile."
+        )
+        ratio = f"- **ratio**: to {reference}'s same step at the same N."
+    else:
+        ms = (
+            f"- **ms**: the variants ran in turn {rounds} times, each time in a fresh process; "
+            f"a round's time is the median of {replays} replays of one forward of the whole "
+            "padded batch (verify γ=g: g + 1 rows per request), after warm-up, timed with "
+            "CUDA events. The cell is the median of the rounds' times, in brackets the "
+            "lowest and the highest."
+        )
+        ratio = (
+            f"- **ratio**: to {reference}'s same step at the same N in the same round; the "
+            "median over rounds, in brackets the lowest and the highest."
+        )
+    return "\n".join(
+        (
+            ms,
+            ratio,
             "- **floor**: the bytes the step must move (every weight once, the embedding's "
             "gathered rows aside; each request's KV cache once; its GDN state read once and "
             "written once per token of the step) over the device-to-device copy bandwidth "

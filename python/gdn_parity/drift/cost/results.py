@@ -39,6 +39,7 @@ class VariantCost:
     bandwidth: float  # the device-to-device copy bandwidth, bytes/s (cost.floor)
     kv_cache_dtype: str = "auto"  # sglang's --kv-cache-dtype
     kv_scale: float | None = None  # the attention layers' K/V scale (None: none)
+    round: int = 0  # which pass over the variants (cost --rounds) timed it
 
     def step(self, phase: str, requests: int, width: int = 1) -> StepTime:
         return next(

@@ -35,6 +35,7 @@ class CostJob:
     kv_scale: float | None = None  # the attention layers' K/V scale (None: none)
     replays: int = 50
     graphs: bool = True
+    round: int = 0  # which pass over the variants this is (cost --rounds)
     out: str = ""
 
     @property
@@ -96,6 +97,7 @@ def run_cost_job(job: CostJob, progress: Progress) -> VariantCost:
         steps=steps,
         seconds=time.perf_counter() - started,
         bandwidth=bandwidth,
+        round=job.round,
     )
 
 
