@@ -15,7 +15,7 @@
 #             chooses): rows against each candidate's reference, time against cuBLAS, the
 #             dispatched GEMM and the persistent kernel
 #   tma       tma_tile_study.py: the wide weights at 128-256 rows through TMA loads, one tile per
-#             program or one program per SM (with and without warp_specialize): rows against
+#             program or one program per SM (4-warp tiles also warp-specialized): rows against
 #             the dispatched GEMM at M = 1..512, time against cuBLAS and the dispatched GEMM
 #   table     gemm_tiles.py --table: the mode's GEMM as the tree dispatches it (0008, 0011),
 #             cuBLAS, the persistent kernel, the floor (the GEMM table)

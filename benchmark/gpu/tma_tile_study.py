@@ -12,7 +12,8 @@ how fast one SM runs a tile. This study times, at the verify sizes above 64 rows
 
 - ``tma``: one output tile per program, A and W read through TMA descriptors (host-made);
 - ``tma-persistent``: one program per SM looping over the tiles (triton's persistent TMA
-  matmul, ``tl.range(..., flatten=True)``), with and without ``warp_specialize``;
+  matmul, ``tl.range(..., flatten=True)``), and for the 4-warp tiles ``-ws``: the loop not
+  flattened and warp-specialized (triton 3.6 specializes those, not the 8-warp ones);
 
 against cuBLAS, the tree's GEMM as batch-invariant mode dispatches it (0008) and the floor.
 Every candidate's rows at each M of ``CHECK_M`` are compared with ``torch.equal`` to the first M
@@ -108,7 +109,9 @@ def tma_persistent_kernel(a_desc, w_desc, c_ptr, M, N, K, stride_cm, BM: tl.cons
     num_pid_m = tl.cdiv(M, BM)
     num_tiles = num_pid_m * tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
-    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True,
+    # triton's tutorial 09: Hopper's warp specialization does not work with a flattened loop
+    # (with both, triton 3.6 and 3.8 emit the plain kernel's PTX)
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=not WARP_SPECIALIZE,
                             warp_specialize=WARP_SPECIALIZE):  # fmt: skip
         pid_m = tile_id % num_pid_m
         pid_n = tile_id // num_pid_m
@@ -174,8 +177,17 @@ def candidates() -> dict[str, Run]:
     out = {f"tma {name(t)}": tma_tile(t) for t in TMA_TILES}
     for t in PERSISTENT_TILES:
         out[f"tma-persistent {name(t)}"] = tma_persistent(t, False)
-        out[f"tma-persistent-ws {name(t)}"] = tma_persistent(t, True)
+        if t[3] == 4:  # on triton 3.6 only 4-warp tiles are specialized (8-warp ones are not)
+            out[f"tma-persistent-ws {name(t)}"] = tma_persistent(t, True)
     return out
+
+
+def timed_or_error(run: Run, x: torch.Tensor, ws: list[torch.Tensor], replays: int) -> dict:
+    """``time_kernel``'s result, or the error: one candidate that fails here is recorded."""
+    try:
+        return time_kernel(run, x, ws, replays)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
 
 def rows_differ(run: Run, a: torch.Tensor, w: torch.Tensor, ref: torch.Tensor) -> list[int]:
@@ -216,6 +228,9 @@ def main() -> None:
                 entry["bits"][label] = rows_differ(run, a, w, ref)
             except Exception as exc:  # a tile that does not compile or launch: recorded
                 entry["bits"][label] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        torch.cuda.synchronize()  # a candidate that broke the context ends the run here
+        result["shapes"][shape] = entry
+        (args.out / "tma_tile_study.json").write_text(json.dumps(result, indent=1))
         copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
         ws = [w] + [w.clone() for _ in range(copies - 1)]
         for m in TIME_M:
@@ -227,7 +242,8 @@ def main() -> None:
             }
             for label, run in cands.items():
                 if entry["bits"][label] == []:
-                    row[label] = time_kernel(run, x, ws, args.replays)
+                    row[label] = timed_or_error(run, x, ws, args.replays)
+                    torch.cuda.synchronize()
             entry["time"][m] = row
             torch.cuda.empty_cache()
         del ws, ref
@@ -262,6 +278,9 @@ def summary(result: dict) -> str:
             for lbl, t in row.items():
                 if lbl in ("floor_us", "cublas", "dispatched"):
                     continue
+                if "error" in t:
+                    other.append(f"- {shape}: {lbl} at M = {m}, timing: {t['error']}")
+                    continue
                 kind, tile = lbl.split()
                 if kind not in best or t["median_us"] < best[kind][0]:
                     best[kind] = (t["median_us"], tile)
@@ -277,8 +296,8 @@ def summary(result: dict) -> str:
             )
     shapes = result["shapes"]
     if set(PER_FORWARD) <= set(shapes):
-        lines += ["", "One forward's GEMMs, ms: cuBLAS / dispatched / with the fastest exact "
-                  "candidate where it is faster"]  # fmt: skip
+        lines += ["", "One forward's GEMMs (in_proj_ba aside), ms: cuBLAS / dispatched / with "
+                  "the fastest exact candidate where it is faster"]  # fmt: skip
         for m in TIME_M:
             rows = {s: shapes[s]["time"][m] for s in PER_FORWARD}
             cub = sum(PER_FORWARD[s] * r["cublas"]["median_us"] for s, r in rows.items())
@@ -288,6 +307,8 @@ def summary(result: dict) -> str:
                 for s, r in rows.items()
             )
             lines.append(f"- M = {m}: {cub / 1e3:.2f} / {disp / 1e3:.2f} / {cand / 1e3:.2f}")
+    else:
+        lines += ["", "(no estimate for the forward: not every shape of PER_FORWARD was run)"]
     lines += ["", "Rows that differ from the dispatched GEMM's (M), or errors:"]
     lines += other or ["- none"]
     return "\n".join(lines) + "\n"
