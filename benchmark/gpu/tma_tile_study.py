@@ -38,6 +38,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fixed_split_study import PER_FORWARD as SPLIT_PER_FORWARD  # noqa: E402
 from gemm_study import SHAPES, time_kernel  # noqa: E402
 
 from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
@@ -50,15 +51,10 @@ STUDY_SHAPES = [
     "27b.in_proj_qkvz",
     "27b.lm_head",
 ]
-# How many of each GEMM one forward of the 27B runs (fixed_split_study.PER_FORWARD), and lm_head
-PER_FORWARD = {
-    "27b.in_proj_qkvz": 48,
-    "27b.o_proj": 64,
-    "27b.qkv_gate": 16,
-    "27b.gate_up": 64,
-    "27b.down": 64,
-    "27b.lm_head": 1,
-}
+# How many of each GEMM one forward of the 27B runs: fixed_split_study's (in_proj_ba aside), and
+# lm_head
+PER_FORWARD = {s: n for s, n in SPLIT_PER_FORWARD.items() if s != "27b.in_proj_ba"}
+PER_FORWARD["27b.lm_head"] = 1
 TIME_M = [128, 192, 256]
 CHECK_M = [1, 13, 64, 100, 128, 129, 192, 256, 300, 512]
 REFERENCE_M = 512
@@ -83,12 +79,10 @@ PERSISTENT_TILES = [
 ]
 
 
-@triton.jit(do_not_specialize=["M"])  # one compile for every M, as 0008's kernel
-def tma_tile_kernel(a_desc, w_desc, c_ptr, M, N, K, stride_cm, BM: tl.constexpr,
-                    BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
-    """C = A @ W^T, one tile per program, K from 0 in BK chunks into one fp32 accumulator."""
-    pid_m = tl.program_id(0)  # the M tiles of one N tile are adjacent programs (as 0008's)
-    pid_n = tl.program_id(1)
+@triton.jit
+def output_tile(a_desc, w_desc, c_ptr, pid_m, pid_n, M, N, K, stride_cm, BM: tl.constexpr,
+                BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+    """C's tile (pid_m, pid_n) = A @ W^T: K from 0 in BK chunks into one fp32 accumulator."""
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for ki in range(0, tl.cdiv(K, BK)):
         a = a_desc.load([pid_m * BM, ki * BK])
@@ -101,6 +95,14 @@ def tma_tile_kernel(a_desc, w_desc, c_ptr, M, N, K, stride_cm, BM: tl.constexpr,
              acc.to(c_ptr.dtype.element_ty), mask=mask)  # fmt: skip
 
 
+@triton.jit(do_not_specialize=["M"])  # one compile for every M, as 0008's kernel
+def tma_tile_kernel(a_desc, w_desc, c_ptr, M, N, K, stride_cm, BM: tl.constexpr,
+                    BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+    """One tile per program; the M tiles of one N tile are adjacent programs (as 0008's)."""
+    output_tile(a_desc, w_desc, c_ptr, tl.program_id(0), tl.program_id(1), M, N, K, stride_cm,
+                BM, BN, BK)  # fmt: skip
+
+
 @triton.jit(do_not_specialize=["M"])
 def tma_persistent_kernel(a_desc, w_desc, c_ptr, M, N, K, stride_cm, BM: tl.constexpr,
                           BN: tl.constexpr, BK: tl.constexpr, NUM_SMS: tl.constexpr,
@@ -108,23 +110,12 @@ def tma_persistent_kernel(a_desc, w_desc, c_ptr, M, N, K, stride_cm, BM: tl.cons
     """The same tiles, one program per SM looping over them (M tiles of an N tile adjacent)."""
     num_pid_m = tl.cdiv(M, BM)
     num_tiles = num_pid_m * tl.cdiv(N, BN)
-    k_tiles = tl.cdiv(K, BK)
     # triton's tutorial 09: Hopper's warp specialization does not work with a flattened loop
     # (with both, triton 3.6 and 3.8 emit the plain kernel's PTX)
     for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=not WARP_SPECIALIZE,
                             warp_specialize=WARP_SPECIALIZE):  # fmt: skip
-        pid_m = tile_id % num_pid_m
-        pid_n = tile_id // num_pid_m
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for ki in range(k_tiles):
-            a = a_desc.load([pid_m * BM, ki * BK])
-            w = w_desc.load([pid_n * BN, ki * BK])
-            acc = tl.dot(a, w.T, acc)
-        offs_m = pid_m * BM + tl.arange(0, BM)
-        offs_n = pid_n * BN + tl.arange(0, BN)
-        mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-        tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :],
-                 acc.to(c_ptr.dtype.element_ty), mask=mask)  # fmt: skip
+        output_tile(a_desc, w_desc, c_ptr, tile_id % num_pid_m, tile_id // num_pid_m, M, N, K,
+                    stride_cm, BM, BN, BK)  # fmt: skip
 
 
 Run = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
