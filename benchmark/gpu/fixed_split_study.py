@@ -61,7 +61,13 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_study import SHAPES, time_kernel  # noqa: E402
 
-from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
+from gpu_common import (  # noqa: E402
+    cold_weights,
+    copy_bandwidth,
+    dispatched_gemm,
+    gpu_env,
+    tree_batch_invariant_ops,
+)
 
 # The 27B's weights where 0008's tiles miss at 256 rows, then 0011's narrow one, then the
 # two wide ones that were closer (1.12-1.18x at 256 rows), then the harness's down projection
@@ -262,13 +268,8 @@ def main() -> None:
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from gdn_parity.sandbox.bare_import import import_sglang_from
-
-    import_sglang_from(args.tree)
-    from sglang.srt.batch_invariant_ops import batch_invariant_ops as bio
-
-    def dispatched(a, w):
-        return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)
+    bio = tree_batch_invariant_ops(args.tree)
+    dispatched = dispatched_gemm(bio)
 
     def persistent(a, w):  # 0.5.23's mode: 0008's and 0011's switches off
         saved = (bio._ENABLE_MM_FEW_ROWS, bio._ENABLE_MM_SPLIT_K)
@@ -304,8 +305,7 @@ def main() -> None:
             except Exception as exc:  # a tile that does not compile or launch: recorded
                 entry["bits"][label] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
         del refs
-        copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
-        ws = [w] + [w.clone() for _ in range(copies - 1)]
+        ws = cold_weights(w)
         for m in TIME_M:
             x = a[:m].contiguous()
             row = {

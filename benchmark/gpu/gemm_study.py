@@ -36,7 +36,13 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
+from gpu_common import (  # noqa: E402
+    cold_weights,
+    copy_bandwidth,
+    dispatched_gemm,
+    gpu_env,
+    tree_batch_invariant_ops,
+)
 
 SHAPES = {  # name: (N out, K in); the 27B's from Qwen3.5-27B's config (docs/design/...)
     "27b.in_proj_qkvz": (16384, 5120),
@@ -222,15 +228,7 @@ def splitk(splits, cfg):
 
 def load_persistent(tree: Path) -> Callable:
     """0.5.23's ``_matmul_persistent_triton``, from the tree's base file (bare sglang import)."""
-    from gdn_parity.sandbox.bare_import import import_sglang_from
-
-    import_sglang_from(tree)
-    from sglang.srt.batch_invariant_ops import batch_invariant_ops as bio
-
-    def run(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)
-
-    return run
+    return dispatched_gemm(tree_batch_invariant_ops(tree))
 
 
 def kernels(tree: Path) -> dict[str, Callable]:
@@ -327,8 +325,7 @@ def fp8_block(tree: Path, ms_bits: list[int], ms_time: list[int], bw: float, rep
 
         ref = run(a)
         entry = {"bits": bits(lambda x, _w: run(x), a, None, ref, ms_bits), "time": {}}
-        copies = min(200, max(2, math.ceil((512 << 20) / (n * k))))
-        ws = [wq] + [wq.clone() for _ in range(copies - 1)]
+        ws = cold_weights(wq)
         for m in ms_time:
             x = a[:m].contiguous()
             t = time_kernel(lambda x_, w_, s_=scale: run(x_, w_, s_), x, ws, replays)
@@ -377,8 +374,7 @@ def main() -> None:
                     entry["bits"][kname] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             print(f"[{time.time() - t0:.0f}s] {name} bits", flush=True)
         if "time" not in skip:
-            copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
-            ws = [w] + [w.clone() for _ in range(copies - 1)]
+            ws = cold_weights(w)
             for m in time_ms:
                 x = a[:m].contiguous()
                 floor = (n * k * 2 + m * k * 2 + m * n * 2) / bw * 1e6

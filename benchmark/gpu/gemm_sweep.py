@@ -29,7 +29,7 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_study import SHAPES, bits, fp8_block, load_persistent, time_kernel, tma  # noqa: E402
 
-from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
+from gpu_common import cold_weights, copy_bandwidth, gpu_env  # noqa: E402
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -136,8 +136,7 @@ def main() -> None:
                 entry["bits"][cname] = bits(run, a, w, ref, [1, 13, 64, 100])
             except Exception as exc:
                 entry["bits"][cname] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
-        ws = [w] + [w.clone() for _ in range(copies - 1)]
+        ws = cold_weights(w)
         for m in ms:
             x = a[:m].contiguous()
             row = {"floor_us": (n * k * 2 + m * k * 2 + m * n * 2) / bw * 1e6}

@@ -37,7 +37,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_study import SHAPES, bits, time_kernel  # noqa: E402
 
-from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
+from gpu_common import (  # noqa: E402
+    cold_weights,
+    copy_bandwidth,
+    dispatched_gemm,
+    gpu_env,
+    tree_batch_invariant_ops,
+)
 
 PREFILL_M = [1024, 4096, 8192]  # --table: weights of at most 256 columns
 
@@ -124,13 +130,8 @@ def main() -> None:
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from gdn_parity.sandbox.bare_import import import_sglang_from
-
-    import_sglang_from(args.tree)
-    from sglang.srt.batch_invariant_ops import batch_invariant_ops as bio
-
-    def dispatched(a, w):
-        return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)
+    bio = tree_batch_invariant_ops(args.tree)
+    dispatched = dispatched_gemm(bio)
 
     def persistent(a, w):
         # 0008 and 0011 read SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_{FEW_ROWS,SPLIT_K} once,
@@ -199,8 +200,7 @@ def main() -> None:
             entry["bits"]["dispatched"] = bits(dispatched, a, w, ref, list(range(1, 257)))
             own = dispatched(a[:512], w)
             entry["bits"]["invariant"] = bits(dispatched, a, w, own, list(range(1, 513)))
-        copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
-        ws = [w] + [w.clone() for _ in range(copies - 1)]
+        ws = cold_weights(w)
         for m in shape_ms:
             x = a[:m].contiguous()
             row = {

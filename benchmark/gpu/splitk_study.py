@@ -36,7 +36,13 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_study import SHAPES, splitk_reduce, time_kernel  # noqa: E402
 
-from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
+from gpu_common import (  # noqa: E402
+    cold_weights,
+    copy_bandwidth,
+    dispatched_gemm,
+    gpu_env,
+    tree_batch_invariant_ops,
+)
 
 NARROW = 256  # the widest weight the split serves
 DECODE_M = [1, 4, 16, 64, 256]
@@ -117,13 +123,8 @@ def main() -> None:
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from gdn_parity.sandbox.bare_import import import_sglang_from
-
-    import_sglang_from(args.tree)
-    from sglang.srt.batch_invariant_ops import batch_invariant_ops as bio
-
-    def mode_gemm(a, w):  # batch-invariant mode's GEMM as the tree dispatches it
-        return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)
+    bio = tree_batch_invariant_ops(args.tree)
+    mode_gemm = dispatched_gemm(bio)
 
     splits = [int(s) for s in args.splits.split(",")]
     t0 = time.time()
@@ -139,8 +140,7 @@ def main() -> None:
         for s in splits:
             ref = split_k(s, lambda m: (64, 32, 4, 3))(a[:512], w)
             entry["bits"][s] = rows_differ(split_k(s), a[:512], w, ref)
-        copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
-        ws = [w] + [w.clone() for _ in range(copies - 1)]
+        ws = cold_weights(w)
         for m in DECODE_M + PREFILL_M:
             x = a[:m].contiguous()
             row = {

@@ -41,7 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fixed_split_study import PER_FORWARD as SPLIT_PER_FORWARD  # noqa: E402
 from gemm_study import SHAPES, time_kernel  # noqa: E402
 
-from gpu_common import copy_bandwidth, gpu_env  # noqa: E402
+from gpu_common import (  # noqa: E402
+    cold_weights,
+    copy_bandwidth,
+    dispatched_gemm,
+    gpu_env,
+    tree_batch_invariant_ops,
+)
 
 STUDY_SHAPES = [
     "27b.down",
@@ -194,13 +200,8 @@ def main() -> None:
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from gdn_parity.sandbox.bare_import import import_sglang_from
-
-    import_sglang_from(args.tree)
-    from sglang.srt.batch_invariant_ops import batch_invariant_ops as bio
-
-    def dispatched(a, w):
-        return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)
+    bio = tree_batch_invariant_ops(args.tree)
+    dispatched = dispatched_gemm(bio)
 
     t0 = time.time()
     bw = copy_bandwidth()
@@ -222,8 +223,7 @@ def main() -> None:
         torch.cuda.synchronize()  # a candidate that broke the context ends the run here
         result["shapes"][shape] = entry
         (args.out / "tma_tile_study.json").write_text(json.dumps(result, indent=1))
-        copies = min(200, max(2, math.ceil((512 << 20) / (n * k * 2))))
-        ws = [w] + [w.clone() for _ in range(copies - 1)]
+        ws = cold_weights(w)
         for m in TIME_M:
             x = a[:m].contiguous()
             row = {
