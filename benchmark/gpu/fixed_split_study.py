@@ -46,9 +46,7 @@ Usage: python fixed_split_study.py --tree TREE --out DIR [--shapes A,B] [--repla
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -61,13 +59,7 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_study import SHAPES, time_kernel  # noqa: E402
 
-from gpu_common import (  # noqa: E402
-    cold_weights,
-    copy_bandwidth,
-    dispatched_gemm,
-    gpu_env,
-    tree_batch_invariant_ops,
-)
+import gpu_common  # noqa: E402
 
 # The 27B's weights where 0008's tiles miss at 256 rows, then 0011's narrow one, then the
 # two wide ones that were closer (1.12-1.18x at 256 rows), then the harness's down projection
@@ -260,16 +252,10 @@ def rows_differ(run: Run, a: torch.Tensor, w: torch.Tensor, ref: torch.Tensor) -
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--tree", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--shapes", default=",".join(STUDY_SHAPES))
-    p.add_argument("--replays", type=int, default=10)
-    args = p.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = gpu_common.study_args(STUDY_SHAPES)
 
-    bio = tree_batch_invariant_ops(args.tree)
-    dispatched = dispatched_gemm(bio)
+    bio = gpu_common.tree_batch_invariant_ops(args.tree)
+    dispatched = gpu_common.dispatched_gemm(bio)
 
     def persistent(a, w):  # 0.5.23's mode: 0008's and 0011's switches off
         saved = (bio._ENABLE_MM_FEW_ROWS, bio._ENABLE_MM_SPLIT_K)
@@ -280,13 +266,11 @@ def main() -> None:
             bio._ENABLE_MM_FEW_ROWS, bio._ENABLE_MM_SPLIT_K = saved
 
     t0 = time.time()
-    bw = copy_bandwidth()
-    result = {"env": gpu_env(copy_bandwidth_TBps=bw / 1e12), "shapes": {}}
+    bw = gpu_common.copy_bandwidth()
+    result = {"env": gpu_common.gpu_env(copy_bandwidth_TBps=bw / 1e12), "shapes": {}}
     for shape in args.shapes.split(","):
         n, k = SHAPES[shape]
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        a = torch.randn(REFERENCE_M, k, device="cuda", generator=gen).to(torch.bfloat16)
-        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
+        a, w = gpu_common.linear_operands(REFERENCE_M, n, k)
         timed = {m: candidates(bio, n, m) for m in TIME_M}
         splits_used = sorted({s for cands in timed.values() for s, _ in cands.values()})
         refs = {
@@ -305,7 +289,7 @@ def main() -> None:
             except Exception as exc:  # a tile that does not compile or launch: recorded
                 entry["bits"][label] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
         del refs
-        ws = cold_weights(w)
+        ws = gpu_common.cold_weights(w)
         for m in TIME_M:
             x = a[:m].contiguous()
             row = {
@@ -335,8 +319,7 @@ def summary(result: dict) -> str:
     checked; then the candidates whose rows differ."""
     env = result["env"]
     lines = [
-        f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}, "
-        f"copy bandwidth {env['copy_bandwidth_TBps']:.2f} TB/s",
+        gpu_common.env_line(env),
         "",
         "| shape | M | floor us | cuBLAS us | dispatched / cuBLAS | persistent / cuBLAS | "
         "fastest exact candidate per kind and S: us (/ cuBLAS, / dispatched) |",
@@ -351,49 +334,20 @@ def summary(result: dict) -> str:
             differ.append(f"- {shape}: the dispatched GEMM vs S4: {e['bits']['dispatched vs S4']}")
         for m, row in e["time"].items():
             cub, disp = row["cublas"]["median_us"], row["dispatched"]["median_us"]
-            best: dict[str, tuple[float, str]] = {}
-            for lbl, t in row.items():
-                if lbl in ("floor_us", "cublas", "dispatched", "persistent") or lbl in bad:
-                    continue
-                kind = " ".join(lbl.split()[:2])
-                if kind not in best or t["median_us"] < best[kind][0]:
-                    best[kind] = (t["median_us"], lbl.split()[2])
+            best = gpu_common.fastest_per_kind(row, {"cublas", "dispatched", "persistent"} | bad)
             if best:
                 best_exact[shape, m] = min(us for us, _ in best.values())
-            cells = ", ".join(
-                f"{kind} {tile} {us:.1f} ({us / cub:.2f}, {us / disp:.2f})"
-                for kind, (us, tile) in sorted(best.items())
-            )
+            cells = gpu_common.candidate_cells(best, cub, disp)
             lines.append(
                 f"| {shape} | {m} | {row['floor_us']:.1f} | {cub:.1f} | {disp / cub:.2f} | "
                 f"{row['persistent']['median_us'] / cub:.2f} | {cells or '-'} |"
             )
-    lines += ["", *forward_estimate(result, best_exact)]
+    lines += [
+        "",
+        *gpu_common.forward_estimate(result["shapes"], best_exact, PER_FORWARD, TIME_M, "lm_head"),
+    ]
     lines += ["", "Rows that differ from the reference (M):", *(differ or ["- none"])]
     return "\n".join(lines) + "\n"
-
-
-def forward_estimate(result: dict, best_exact: dict[tuple[str, int], float]) -> list[str]:
-    """Per M, the sum over one 27B forward's GEMMs (``PER_FORWARD``, lm_head aside) of cuBLAS,
-    the dispatched GEMM and the faster of it and the fastest exact candidate: what the
-    candidates could take off a step of M rows (the step itself is ``gdn-parity cost``'s)."""
-    shapes = result["shapes"]
-    if set(PER_FORWARD) - set(shapes):
-        return ["(no estimate for the forward: not every shape of PER_FORWARD was run)"]
-    lines = [
-        "One forward's GEMMs (lm_head aside), ms: cuBLAS / dispatched / with the fastest exact "
-        "candidate where it is faster",
-    ]
-    for m in TIME_M:
-        rows = {s: shapes[s]["time"][m] for s in PER_FORWARD}
-        cub = sum(PER_FORWARD[s] * r["cublas"]["median_us"] for s, r in rows.items())
-        disp = sum(PER_FORWARD[s] * r["dispatched"]["median_us"] for s, r in rows.items())
-        cand = sum(
-            PER_FORWARD[s] * min(r["dispatched"]["median_us"], best_exact.get((s, m), math.inf))
-            for s, r in rows.items()
-        )
-        lines.append(f"- M = {m}: {cub / 1e3:.2f} / {disp / 1e3:.2f} / {cand / 1e3:.2f}")
-    return lines
 
 
 if __name__ == "__main__":

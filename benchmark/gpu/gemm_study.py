@@ -36,13 +36,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_common import (  # noqa: E402
-    cold_weights,
-    copy_bandwidth,
-    dispatched_gemm,
-    gpu_env,
-    tree_batch_invariant_ops,
-)
+import gpu_common  # noqa: E402
 
 SHAPES = {  # name: (N out, K in); the 27B's from Qwen3.5-27B's config (docs/design/...)
     "27b.in_proj_qkvz": (16384, 5120),
@@ -228,7 +222,7 @@ def splitk(splits, cfg):
 
 def load_persistent(tree: Path) -> Callable:
     """0.5.23's ``_matmul_persistent_triton``, from the tree's base file (bare sglang import)."""
-    return dispatched_gemm(tree_batch_invariant_ops(tree))
+    return gpu_common.dispatched_gemm(gpu_common.tree_batch_invariant_ops(tree))
 
 
 def kernels(tree: Path) -> dict[str, Callable]:
@@ -279,9 +273,7 @@ def dtype_bits(ks: dict, dtype: torch.dtype, shapes: list[str], ms: list[int]) -
     out = {}
     for name in shapes:
         n, k = SHAPES[name]
-        gen = torch.Generator(device="cuda").manual_seed(1)
-        a = torch.randn(max(ms), k, device="cuda", generator=gen).to(dtype)
-        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(dtype)
+        a, w = gpu_common.linear_operands(max(ms), n, k, dtype, seed=1)
         ref = ks["persistent"](a, w)
         out[name] = {
             kname: bits(ks[kname], a, w, ref, ms)
@@ -325,7 +317,7 @@ def fp8_block(tree: Path, ms_bits: list[int], ms_time: list[int], bw: float, rep
 
         ref = run(a)
         entry = {"bits": bits(lambda x, _w: run(x), a, None, ref, ms_bits), "time": {}}
-        ws = cold_weights(wq)
+        ws = gpu_common.cold_weights(wq)
         for m in ms_time:
             x = a[:m].contiguous()
             t = time_kernel(lambda x_, w_, s_=scale: run(x_, w_, s_), x, ws, replays)
@@ -350,17 +342,15 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     skip = set(args.skip.split(","))
     t0 = time.time()
-    bw = copy_bandwidth()
+    bw = gpu_common.copy_bandwidth()
     ks = kernels(args.tree)
-    result = {"env": gpu_env(copy_bandwidth_TBps=bw / 1e12), "shapes": {}}
+    result = {"env": gpu_common.gpu_env(copy_bandwidth_TBps=bw / 1e12), "shapes": {}}
     time_ms = [int(m) for m in args.time_m.split(",")]
     all_m = list(range(1, args.max_m + 1))
     few_m = [1, 2, 3, 5, 8, 12, 13, 16, 17, 31, 64, 65, 100, 128, 200, 256, 333, args.max_m]
     for name in args.shapes.split(","):
         n, k = SHAPES[name]
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        a = torch.randn(args.max_m, k, device="cuda", generator=gen).to(torch.bfloat16)
-        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
+        a, w = gpu_common.linear_operands(args.max_m, n, k)
         entry = {"N": n, "K": k, "bits": {}, "time": {}}
         if "bits" not in skip:
             ref = ks["persistent"](a, w)
@@ -374,7 +364,7 @@ def main() -> None:
                     entry["bits"][kname] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             print(f"[{time.time() - t0:.0f}s] {name} bits", flush=True)
         if "time" not in skip:
-            ws = cold_weights(w)
+            ws = gpu_common.cold_weights(w)
             for m in time_ms:
                 x = a[:m].contiguous()
                 floor = (n * k * 2 + m * k * 2 + m * n * 2) / bw * 1e6

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_study import SHAPES, bits, fp8_block, load_persistent, time_kernel, tma  # noqa: E402
 
-from gpu_common import cold_weights, copy_bandwidth, gpu_env  # noqa: E402
+import gpu_common  # noqa: E402
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -117,17 +116,19 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     skip = set(args.skip.split(","))
     t0 = time.time()
-    bw = copy_bandwidth()
+    bw = gpu_common.copy_bandwidth()
     persistent = load_persistent(args.tree)
     cfgs = {k: v for k, v in configs().items() if fits(v)}
     refs = {"t64x128x128": tma((64, 128, 128, 4, 4)), "t64x64x128": tma((64, 64, 128, 4, 4))}
-    result = {"env": gpu_env(copy_bandwidth_TBps=bw / 1e12), "configs": cfgs, "shapes": {}}
+    result = {
+        "env": gpu_common.gpu_env(copy_bandwidth_TBps=bw / 1e12),
+        "configs": cfgs,
+        "shapes": {},
+    }
     ms = [int(m) for m in args.time_m.split(",")]
     for name in args.shapes.split(","):
         n, k = SHAPES[name]
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        a = torch.randn(128, k, device="cuda", generator=gen).to(torch.bfloat16)
-        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
+        a, w = gpu_common.linear_operands(128, n, k)
         ref = persistent(a, w)
         entry = {"N": n, "K": k, "bits": {}, "time": {}}
         runs = {cname: tile(*cfg) for cname, cfg in cfgs.items()}
@@ -136,7 +137,7 @@ def main() -> None:
                 entry["bits"][cname] = bits(run, a, w, ref, [1, 13, 64, 100])
             except Exception as exc:
                 entry["bits"][cname] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        ws = cold_weights(w)
+        ws = gpu_common.cold_weights(w)
         for m in ms:
             x = a[:m].contiguous()
             row = {"floor_us": (n * k * 2 + m * k * 2 + m * n * 2) / bw * 1e6}
@@ -166,9 +167,7 @@ def main() -> None:
             out = {}
             for name in ("27b.in_proj_ba", "27b.down", "27b.o_proj", "large.gate_up"):
                 n, k = SHAPES[name]
-                gen = torch.Generator(device="cuda").manual_seed(1)
-                a = torch.randn(args.max_m, k, device="cuda", generator=gen).to(dt)
-                w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(dt)
+                a, w = gpu_common.linear_operands(args.max_m, n, k, dt, seed=1)
                 ref = persistent(a, w)
                 out[name] = {"persistent": bits(persistent, a, w, ref, all_m)}
                 for cname, cfg in dt_cfgs.items():

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -37,13 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_study import SHAPES, bits, time_kernel  # noqa: E402
 
-from gpu_common import (  # noqa: E402
-    cold_weights,
-    copy_bandwidth,
-    dispatched_gemm,
-    gpu_env,
-    tree_batch_invariant_ops,
-)
+import gpu_common  # noqa: E402
 
 PREFILL_M = [1024, 4096, 8192]  # --table: weights of at most 256 columns
 
@@ -130,8 +123,8 @@ def main() -> None:
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    bio = tree_batch_invariant_ops(args.tree)
-    dispatched = dispatched_gemm(bio)
+    bio = gpu_common.tree_batch_invariant_ops(args.tree)
+    dispatched = gpu_common.dispatched_gemm(bio)
 
     def persistent(a, w):
         # 0008 and 0011 read SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_{FEW_ROWS,SPLIT_K} once,
@@ -162,8 +155,8 @@ def main() -> None:
         return run
 
     t0 = time.time()
-    bw = copy_bandwidth()
-    result = {"env": gpu_env(copy_bandwidth_TBps=bw / 1e12), "shapes": {}}
+    bw = gpu_common.copy_bandwidth()
+    result = {"env": gpu_common.gpu_env(copy_bandwidth_TBps=bw / 1e12), "shapes": {}}
     ms = (
         [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
         if args.sweep
@@ -177,10 +170,7 @@ def main() -> None:
     tiled = args.sweep or args.grid
     for shape, (n, k) in shapes.items():
         shape_ms = ms + PREFILL_M if args.table and n <= 256 else ms
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        a = torch.randn(max(512, *shape_ms), k, device="cuda", generator=gen)
-        a = a.to(torch.bfloat16)
-        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
+        a, w = gpu_common.linear_operands(max(512, *shape_ms), n, k)
         ref = persistent(a, w)
         entry = {"N": n, "K": k, "bits": {}, "time": {}}
         if args.grid:
@@ -200,7 +190,7 @@ def main() -> None:
             entry["bits"]["dispatched"] = bits(dispatched, a, w, ref, list(range(1, 257)))
             own = dispatched(a[:512], w)
             entry["bits"]["invariant"] = bits(dispatched, a, w, own, list(range(1, 513)))
-        ws = cold_weights(w)
+        ws = gpu_common.cold_weights(w)
         for m in shape_ms:
             x = a[:m].contiguous()
             row = {
@@ -237,8 +227,7 @@ def best(result: dict) -> str:
     the persistent kernel's."""
     env = result["env"]
     lines = [
-        f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}, "
-        f"copy bandwidth {env['copy_bandwidth_TBps']:.2f} TB/s",
+        gpu_common.env_line(env),
         "",
         "| shape | M | floor us | cuBLAS us | persistent us | rule | fastest tiles with "
         "the persistent kernel's bits (us, / cuBLAS) | tiles timed | "
@@ -267,8 +256,7 @@ def best(result: dict) -> str:
 def table(result: dict) -> str:
     env = result["env"]
     lines = [
-        f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}, "
-        f"copy bandwidth {env['copy_bandwidth_TBps']:.2f} TB/s",
+        gpu_common.env_line(env),
         "",
         "| shape (N x K) | M | floor us | mode's GEMM us (p10-p90) | tile | cuBLAS us | "
         "persistent us | mode / cuBLAS | persistent / cuBLAS | bits = persistent, M 1..256 | "

@@ -3,6 +3,7 @@ the GEMM studies' tree import and cold weights."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import subprocess
@@ -84,3 +85,88 @@ def cold_weights(w: torch.Tensor) -> list[torch.Tensor]:
     a timed graph calls the GEMM once per copy, so that no call finds its weight in L2."""
     copies = min(200, max(2, math.ceil((512 << 20) / w.nbytes)))
     return [w] + [w.clone() for _ in range(copies - 1)]
+
+
+def linear_operands(
+    rows: int, n: int, k: int, dtype: torch.dtype = torch.bfloat16, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Activations ``[rows, k]`` and an nn.Linear weight ``[n, k]`` (scaled by 1/sqrt(k)) from
+    one CUDA generator seeded ``seed``, in that order, made in fp32 and cast to ``dtype``."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(rows, k, device="cuda", generator=gen).to(dtype)
+    w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(dtype)
+    return a, w
+
+
+def env_line(env: dict) -> str:
+    """The first line of a GEMM study's summary: the GPU, torch, triton, the copy bandwidth."""
+    return (
+        f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}, "
+        f"copy bandwidth {env['copy_bandwidth_TBps']:.2f} TB/s"
+    )
+
+
+def fastest_per_kind(row: dict, skip: set[str]) -> dict[str, tuple[float, str]]:
+    """Of one M's timings (``label: {"median_us": ...}``; a label is its kind, then its tile as
+    the last word), the fastest median and its tile per kind; ``skip``'s labels, non-timings
+    and timing errors left out."""
+    best: dict[str, tuple[float, str]] = {}
+    for label, t in row.items():
+        if label in skip or not isinstance(t, dict) or "median_us" not in t:
+            continue
+        kind, tile = label.rsplit(" ", 1)
+        if kind not in best or t["median_us"] < best[kind][0]:
+            best[kind] = (t["median_us"], tile)
+    return best
+
+
+def candidate_cells(
+    best: dict[str, tuple[float, str]], cublas_us: float, dispatched_us: float
+) -> str:
+    """``fastest_per_kind``'s result as a table cell: tile, us, and its ratios to cuBLAS and to
+    the dispatched GEMM."""
+    return ", ".join(
+        f"{kind} {tile} {us:.1f} ({us / cublas_us:.2f}, {us / dispatched_us:.2f})"
+        for kind, (us, tile) in sorted(best.items())
+    )
+
+
+def forward_estimate(
+    shapes: dict,
+    best_exact: dict[tuple[str, int], float],
+    per_forward: dict[str, int],
+    ms: list[int],
+    aside: str,
+) -> list[str]:
+    """Per M of ``ms``, the sum over one forward's GEMMs (``per_forward``: shape -> how many) of
+    cuBLAS, the dispatched GEMM and the faster of it and the fastest exact candidate
+    (``best_exact[shape, M]``): what the candidates could take off a step of M rows (the step
+    itself is ``gdn-parity cost``'s)."""
+    if set(per_forward) - set(shapes):
+        return ["(no estimate for the forward: not every shape of PER_FORWARD was run)"]
+    lines = [
+        f"One forward's GEMMs ({aside} aside), ms: cuBLAS / dispatched / with the fastest exact "
+        "candidate where it is faster",
+    ]
+    for m in ms:
+        rows = {s: shapes[s]["time"][m] for s in per_forward}
+        cub = sum(per_forward[s] * r["cublas"]["median_us"] for s, r in rows.items())
+        disp = sum(per_forward[s] * r["dispatched"]["median_us"] for s, r in rows.items())
+        cand = sum(
+            per_forward[s] * min(r["dispatched"]["median_us"], best_exact.get((s, m), math.inf))
+            for s, r in rows.items()
+        )
+        lines.append(f"- M = {m}: {cub / 1e3:.2f} / {disp / 1e3:.2f} / {cand / 1e3:.2f}")
+    return lines
+
+
+def study_args(default_shapes: list[str]) -> argparse.Namespace:
+    """A GEMM study's command line: --tree, --out (made here), --shapes, --replays."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--tree", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--shapes", default=",".join(default_shapes))
+    p.add_argument("--replays", type=int, default=10)
+    args = p.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    return args

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -36,13 +35,7 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_study import SHAPES, splitk_reduce, time_kernel  # noqa: E402
 
-from gpu_common import (  # noqa: E402
-    cold_weights,
-    copy_bandwidth,
-    dispatched_gemm,
-    gpu_env,
-    tree_batch_invariant_ops,
-)
+import gpu_common  # noqa: E402
 
 NARROW = 256  # the widest weight the split serves
 DECODE_M = [1, 4, 16, 64, 256]
@@ -123,24 +116,26 @@ def main() -> None:
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    bio = tree_batch_invariant_ops(args.tree)
-    mode_gemm = dispatched_gemm(bio)
+    bio = gpu_common.tree_batch_invariant_ops(args.tree)
+    mode_gemm = gpu_common.dispatched_gemm(bio)
 
     splits = [int(s) for s in args.splits.split(",")]
     t0 = time.time()
-    bw = copy_bandwidth()
-    result = {"env": gpu_env(copy_bandwidth_TBps=bw / 1e12), "splits": splits, "shapes": {}}
+    bw = gpu_common.copy_bandwidth()
+    result = {
+        "env": gpu_common.gpu_env(copy_bandwidth_TBps=bw / 1e12),
+        "splits": splits,
+        "shapes": {},
+    }
     for shape, (n, k) in SHAPES.items():
         if n > NARROW:
             continue
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        a = torch.randn(max(PREFILL_M), k, device="cuda", generator=gen).to(torch.bfloat16)
-        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
+        a, w = gpu_common.linear_operands(max(PREFILL_M), n, k)
         entry = {"N": n, "K": k, "bits": {}, "time": {}}
         for s in splits:
             ref = split_k(s, lambda m: (64, 32, 4, 3))(a[:512], w)
             entry["bits"][s] = rows_differ(split_k(s), a[:512], w, ref)
-        ws = cold_weights(w)
+        ws = gpu_common.cold_weights(w)
         for m in DECODE_M + PREFILL_M:
             x = a[:m].contiguous()
             row = {

@@ -25,9 +25,7 @@ Usage: python tma_tile_study.py --tree TREE --out DIR [--shapes A,B] [--replays 
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -41,13 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fixed_split_study import PER_FORWARD as SPLIT_PER_FORWARD  # noqa: E402
 from gemm_study import SHAPES, time_kernel  # noqa: E402
 
-from gpu_common import (  # noqa: E402
-    cold_weights,
-    copy_bandwidth,
-    dispatched_gemm,
-    gpu_env,
-    tree_batch_invariant_ops,
-)
+import gpu_common  # noqa: E402
 
 STUDY_SHAPES = [
     "27b.down",
@@ -192,26 +184,18 @@ def rows_differ(run: Run, a: torch.Tensor, w: torch.Tensor, ref: torch.Tensor) -
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--tree", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--shapes", default=",".join(STUDY_SHAPES))
-    p.add_argument("--replays", type=int, default=10)
-    args = p.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = gpu_common.study_args(STUDY_SHAPES)
 
-    bio = tree_batch_invariant_ops(args.tree)
-    dispatched = dispatched_gemm(bio)
+    bio = gpu_common.tree_batch_invariant_ops(args.tree)
+    dispatched = gpu_common.dispatched_gemm(bio)
 
     t0 = time.time()
-    bw = copy_bandwidth()
-    result = {"env": gpu_env(copy_bandwidth_TBps=bw / 1e12), "shapes": {}}
+    bw = gpu_common.copy_bandwidth()
+    result = {"env": gpu_common.gpu_env(copy_bandwidth_TBps=bw / 1e12), "shapes": {}}
     cands = candidates()
     for shape in args.shapes.split(","):
         n, k = SHAPES[shape]
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        a = torch.randn(REFERENCE_M, k, device="cuda", generator=gen).to(torch.bfloat16)
-        w = (torch.randn(n, k, device="cuda", generator=gen) / math.sqrt(k)).to(torch.bfloat16)
+        a, w = gpu_common.linear_operands(REFERENCE_M, n, k)
         ref = dispatched(a, w)
         entry: dict = {"N": n, "K": k, "bits": {}, "time": {}}
         entry["bits"]["dispatched"] = rows_differ(dispatched, a, w, ref)
@@ -223,7 +207,7 @@ def main() -> None:
         torch.cuda.synchronize()  # a candidate that broke the context ends the run here
         result["shapes"][shape] = entry
         (args.out / "tma_tile_study.json").write_text(json.dumps(result, indent=1))
-        ws = cold_weights(w)
+        ws = gpu_common.cold_weights(w)
         for m in TIME_M:
             x = a[:m].contiguous()
             row = {
@@ -252,8 +236,7 @@ def summary(result: dict) -> str:
     kind; then one forward's GEMMs; then the candidates whose rows differ or that failed."""
     env = result["env"]
     lines = [
-        f"GPU {env['gpu']}, torch {env['torch']}, triton {env['triton']}, "
-        f"copy bandwidth {env['copy_bandwidth_TBps']:.2f} TB/s",
+        gpu_common.env_line(env),
         "",
         "| shape | M | floor us | cuBLAS us | dispatched us (/ cuBLAS) | fastest exact per kind: "
         "tile us (/ cuBLAS, / dispatched) |",
@@ -265,41 +248,23 @@ def summary(result: dict) -> str:
         other += [f"- {shape}: {lbl}: {b}" for lbl, b in e["bits"].items() if b != []]
         for m, row in e["time"].items():
             cub, disp = row["cublas"]["median_us"], row["dispatched"]["median_us"]
-            best: dict[str, tuple[float, str]] = {}
-            for lbl, t in row.items():
-                if lbl in ("floor_us", "cublas", "dispatched"):
-                    continue
-                if "error" in t:
-                    other.append(f"- {shape}: {lbl} at M = {m}, timing: {t['error']}")
-                    continue
-                kind, tile = lbl.split()
-                if kind not in best or t["median_us"] < best[kind][0]:
-                    best[kind] = (t["median_us"], tile)
+            other += [
+                f"- {shape}: {lbl} at M = {m}, timing: {t['error']}"
+                for lbl, t in row.items()
+                if isinstance(t, dict) and "error" in t
+            ]
+            best = gpu_common.fastest_per_kind(row, {"cublas", "dispatched"})
             if best:
                 best_exact[shape, m] = min(us for us, _ in best.values())
-            cells = ", ".join(
-                f"{kind} {tile} {us:.1f} ({us / cub:.2f}, {us / disp:.2f})"
-                for kind, (us, tile) in sorted(best.items())
-            )
+            cells = gpu_common.candidate_cells(best, cub, disp)
             lines.append(
                 f"| {shape} | {m} | {row['floor_us']:.1f} | {cub:.1f} | {disp:.1f} "
                 f"({disp / cub:.2f}) | {cells or '-'} |"
             )
-    shapes = result["shapes"]
-    if set(PER_FORWARD) <= set(shapes):
-        lines += ["", "One forward's GEMMs (in_proj_ba aside), ms: cuBLAS / dispatched / with "
-                  "the fastest exact candidate where it is faster"]  # fmt: skip
-        for m in TIME_M:
-            rows = {s: shapes[s]["time"][m] for s in PER_FORWARD}
-            cub = sum(PER_FORWARD[s] * r["cublas"]["median_us"] for s, r in rows.items())
-            disp = sum(PER_FORWARD[s] * r["dispatched"]["median_us"] for s, r in rows.items())
-            cand = sum(
-                PER_FORWARD[s] * min(r["dispatched"]["median_us"], best_exact.get((s, m), math.inf))
-                for s, r in rows.items()
-            )
-            lines.append(f"- M = {m}: {cub / 1e3:.2f} / {disp / 1e3:.2f} / {cand / 1e3:.2f}")
-    else:
-        lines += ["", "(no estimate for the forward: not every shape of PER_FORWARD was run)"]
+    forward = gpu_common.forward_estimate(
+        result["shapes"], best_exact, PER_FORWARD, TIME_M, "in_proj_ba"
+    )
+    lines += ["", *forward]
     lines += ["", "Rows that differ from the dispatched GEMM's (M), or errors:"]
     lines += other or ["- none"]
     return "\n".join(lines) + "\n"
