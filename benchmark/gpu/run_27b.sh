@@ -26,10 +26,10 @@
 #             8-patch series (deterministic-exact-parity)
 #   cost-now  the same cost table for the checkout's series alone: 0.5.23 and
 #             deterministic-exact-parity (COST_BATCHES, default 1,4,16,64: batch 64 needs
-#             about 77 GiB with the snapshots in host memory, which an 80 GB H100 takes by
+#             about 78 GiB with the snapshots in host memory, which an 80 GB H100 takes by
 #             the estimate, unmeasured: there, run 1,4,16 and then 64 in its own call;
-#             COST_GAMMAS, default 1,3; COST_ROUNDS, default 1: the two variants in turn
-#             that many times, ratios taken within a round, e.g. COST_BATCHES=64
+#             COST_GAMMAS, default 1,3; COST_ROUNDS, default 1: the two variants that many
+#             times in alternating order, ratios taken within a round, e.g. COST_BATCHES=64
 #             COST_GAMMAS=3 COST_ROUNDS=3 for the one row issue #24 still misses)
 #   identity  gdn-parity demo --size 27b-8l: deterministic-exact-parity vs Base at batch
 #             1,4,16,64, bf16 and fp32 SSM pools, TOKENS tokens (300), forced reject gamma 1

@@ -59,8 +59,28 @@ def test_rounds_give_the_median_of_the_rounds_and_a_ratio_taken_within_each_roun
     assert cells[3][5:7] == ["4.000 (4.000-4.000)", "1.000x (1.000-1.000)"]
 
 
-def test_rounds_run_the_variants_in_turn(monkeypatch, tmp_path):
-    """A, B, A, B: each job its round and its own raw file (trees aside: not built here)."""
+def test_with_rounds_an_eager_step_names_its_round_and_the_legend_the_bandwidths():
+    """With rounds, a step timed eagerly names its round, the first one too; the legend
+    gives the workers' bandwidth range and says how the rounds ran."""
+    from gdn_parity.drift.cost.report import legend
+
+    failed = StepTime(
+        "verify", 4, 4, 4, 9.0, 8.0, 9.5, 50, False,
+        "eager: the capture failed (RuntimeError: operation not permitted)", 10**9, 0.5,
+    )  # fmt: skip
+    ok = _variant("B", (2.0, 2.0, 2.0), (4.0, 4.0, 4.0))
+    first = dataclasses.replace(ok, steps=[ok.steps[0], failed], round=0)
+    second = dataclasses.replace(ok, round=1)
+    assert "B (round 1) N=4 verify γ=3" in eager_steps([first, second])
+    text = legend("A", 30, [2e12, 3e12, 2.5e12], rounds=3)
+    assert "in alternating order" in text and "(2.00-3.00 TB/s" in text
+    assert "(2.00 TB/s" in legend("A", 30, [2e12], rounds=1)
+
+
+def test_rounds_run_the_variants_in_turn_in_alternating_order(monkeypatch, tmp_path):
+    """A, B, then B, A: neither variant always runs first (a drift of the clocks over the run
+    would bias every round's ratio the same way); each job its round and its own raw file
+    (trees aside: not built here)."""
     from gdn_parity.drift.cost import plan as cost_plan
     from gdn_parity.drift.run.variants import variant_named
 
@@ -73,8 +93,8 @@ def test_rounds_run_the_variants_in_turn(monkeypatch, tmp_path):
     assert [(j.variant, j.round) for j in jobs] == [
         ("0.5.23", 0),
         ("deterministic-exact-parity", 0),
-        ("0.5.23", 1),
         ("deterministic-exact-parity", 1),
+        ("0.5.23", 1),
     ]
     assert len({j.out for j in jobs}) == 4
 
@@ -114,32 +134,35 @@ def test_the_floor_counts_every_weight_but_the_embedding_and_each_requests_state
 
 def test_a_size_that_does_not_fit_is_refused_with_the_memory_it_needs():
     from gdn_parity.drift.model.config import SIZES
-    from gdn_parity.drift.model.footprint import GIB, fit_problem
+    from gdn_parity.drift.model.footprint import GIB, RunHolds, fit_problem
 
-    config = SIZES["27b"]
-    assert fit_problem(config, 2, 2, 64, 5, 1, 139 * GIB) is None
-    problem = fit_problem(config, 2, 2, 64, 5, 3, 139 * GIB)
+    config, holds = SIZES["27b"], RunHolds(64, 5, context=30)
+    assert fit_problem(config, 2, 2, holds, 1, 139 * GIB) is None
+    problem = fit_problem(config, 2, 2, holds, 3, 139 * GIB)
     assert problem is not None and problem.startswith("--size 27b needs about 3 x ")
     assert "pass fewer --jobs" in problem and "\n" not in problem
-    assert "a smaller --size or --batch" in fit_problem(config, 2, 4, 64, 5, 1, 60 * GIB)
+    assert "a smaller --size or --batch" in fit_problem(config, 2, 4, holds, 1, 60 * GIB)
 
 
 def test_an_h100_takes_the_27b_at_batch_64_with_the_snapshots_in_host_memory():
     """``cost --size 27b --batch 64 --gamma 1,3`` ran out of memory on an H100 (79.18 GiB,
     2026-12-05) when a snapshot of the SSM states asked for 4.57 GiB more on the GPU; session
     18 then counted two snapshots and refused batch 64 there (about 86 GiB). The snapshots
-    are now in host memory (``ServerModel.snapshot``), so the GPU holds the weights, the pools
-    with the verify scratch and the logits: about 77 GiB at batch 64 with bf16 states, which
-    the H100 takes. fp32 states (twice the pools) still need an H200."""
+    are now in host memory (``ServerModel.snapshot``), so the GPU holds the weights, the GDN
+    and KV pools and the logits (``test_the_footprint_counts_the_pools_the_stack_allocates``
+    checks the pools against the stack's): about 78 GiB, which the H100 takes, by 1 GiB.
+    fp32 states (twice the SSM pools) and a 300-token demo's kept states do not fit."""
     from gdn_parity.drift.model.config import SIZES
-    from gdn_parity.drift.model.footprint import GIB, fit_problem, model_bytes
+    from gdn_parity.drift.model.footprint import GIB, RunHolds, fit_problem
 
     config, h100 = SIZES["27b"], int(79.18 * GIB)
-    assert fit_problem(config, 2, 2, 64, 4, 1, h100) is None
-    assert 76 * GIB < model_bytes(config, 2, 2, 64, 4) < 78 * GIB
-    problem = fit_problem(config, 2, 4, 64, 4, 1, h100)
-    assert problem is not None and problem.startswith("--size 27b needs about 100 GiB")
-    assert fit_problem(config, 2, 4, 64, 4, 1, 139 * GIB) is None
+    cost = RunHolds(64, 4, context=24 + 4 + 1)  # cost's max_len: the prompt, gamma 3, 2
+    assert fit_problem(config, 2, 2, cost, 1, h100) is None
+    problem = fit_problem(config, 2, 4, cost, 1, h100)
+    assert problem is not None and problem.startswith("--size 27b needs about 101 GiB")
+    demo = RunHolds(64, 5, context=24 + 300 + 5, kept_states=300)
+    assert fit_problem(config, 2, 2, demo, 1, 139 * GIB) is None
+    assert fit_problem(config, 2, 2, demo, 1, h100).startswith("--size 27b needs about 106 GiB")
 
 
 def test_a_step_whose_capture_failed_is_named():

@@ -182,8 +182,9 @@ def test_timing_a_step_leaves_the_model_as_it_was(exact):
 
 
 def test_a_snapshot_is_a_host_copy_that_restore_puts_back(exact):
-    """``ServerModel.snapshot`` copies to host memory (on CUDA that keeps a 27B's 4.6 GiB of
-    states off the GPU): a copy, not a view, on CPU too, or restoring it would be a no-op."""
+    """``ServerModel.snapshot`` copies to host memory: a copy, not a view, also where the
+    model is on the CPU, or restoring it would be a no-op (fails with ``.to("cpu")`` alone).
+    That a CUDA model's snapshot leaves the GPU: the test below."""
     model, start, *_ = exact
     model.restore(start)
     snap = model.snapshot()
@@ -196,6 +197,47 @@ def test_a_snapshot_is_a_host_copy_that_restore_puts_back(exact):
     assert not any(torch.equal(t.cpu(), c) for t, c in zip(live, copies, strict=True))
     model.restore(snap)
     assert all(torch.equal(t.cpu(), c) for t, c in zip(live, copies, strict=True))
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="where a CUDA model's snapshot lives needs a CUDA device, and this machine has none",
+)
+def test_a_cuda_models_snapshot_is_in_host_memory():
+    """A 27B's SSM states at batch 64 are 4.6 GiB that the GPU does not have to spare
+    (``footprint`` counts no snapshot): the snapshot's copies are on the host."""
+    from gdn_parity.drift.model.server.model import _host_copy
+
+    state = torch.arange(8, dtype=torch.bfloat16, device="cuda")
+    copy = _host_copy(state)
+    assert copy.device.type == "cpu" and torch.equal(copy, state.cpu())
+
+
+def test_the_footprint_counts_the_pools_the_stack_allocates(exact):
+    """``cost`` and ``demo`` refuse a run that does not fit the GPU from ``footprint``'s
+    estimate: its GDN and KV pool terms must be what the server stack allocates, at each
+    verify width (a term left out let a 27B run out of memory on an H100)."""
+    from gdn_parity.drift.model.footprint import RunHolds, gdn_pool_bytes, kv_pool_bytes
+
+    model = exact[0]
+    width = model.draft_tokens
+    try:
+        for draft_tokens in (1, 4):
+            model.set_draft_tokens(draft_tokens)
+            state = model.state
+            gdn = (
+                state.temporal,
+                *state.conv,
+                state.intermediate_ssm,
+                *state.intermediate_conv_window,
+            )
+            pool = model.attn.token_to_kv_pool
+            holds = RunHolds(REQUESTS, draft_tokens, context=model.max_len)
+            assert gdn_pool_bytes(model.c, 2, 2, holds) == sum(t.nbytes for t in gdn)
+            kv = sum(b.nbytes for b in (*pool.k_buffer, *pool.v_buffer))
+            assert kv_pool_bytes(model.c, 2, holds) == kv
+    finally:
+        model.set_draft_tokens(width)
 
 
 def test_stack_defaults_and_refusals():

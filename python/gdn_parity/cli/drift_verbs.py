@@ -20,6 +20,7 @@ from gdn_parity.cli.options import (
     writable_dirs,
 )
 from gdn_parity.drift.model.config import SIZES
+from gdn_parity.drift.model.footprint import RunHolds
 from gdn_parity.drift.model.server.padding import MAX_BATCH
 from gdn_parity.drift.model.stacks import default_stack, kv_cache_problem
 from gdn_parity.drift.run.variants import VARIANTS, Variant, variant_named
@@ -81,11 +82,10 @@ def _demo_on_cpu(args: argparse.Namespace) -> str:
 
 
 def _check_fits(
-    device: str, size: str, dtype: str, ssm_dtype: str, requests: int, draft_tokens: int,
-    workers: int,
+    device: str, size: str, dtype: str, ssm_dtype: str, holds: RunHolds, workers: int
 ) -> None:  # fmt: skip
     """Refuse a GPU size on the CPU, and a model that cannot fit the GPU, ``workers`` copies
-    at once."""
+    at once, each holding ``holds``."""
     config = SIZES[size]
     if device != "cuda":
         if config.gpu_only:
@@ -103,8 +103,7 @@ def _check_fits(
         config,
         getattr(torch, dtype).itemsize,
         getattr(torch, ssm_dtype).itemsize,
-        requests,
-        draft_tokens,
+        holds,
         workers,
         torch.cuda.get_device_properties(0).total_memory,
     )
@@ -169,7 +168,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     draft_tokens = max([*args.gammas, args.natural_gamma]) + 1
     workers = min(plan.jobs, len(plan.variants))
-    _check_fits(args.device, args.size, args.dtype, args.ssm_dtype, batch, draft_tokens, workers)
+    # the server stack's max_len for a demo, and the Base trajectory's states, one per token
+    holds = RunHolds(
+        batch,
+        draft_tokens,
+        context=len(INPUT_IDS) + args.tokens + draft_tokens,
+        kept_states=args.tokens,
+    )
+    _check_fits(args.device, args.size, args.dtype, args.ssm_dtype, holds, workers)
     writable_dirs((plan.out_dir, "--out"), (plan.trace_dir, "--trace"))
     _warn_about_size(args.command, args.device, args.size)
     report, holds = run_demo(series, plan)
@@ -202,9 +208,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
     if problem is not None:
         raise GdnParityError(problem)
     draft_tokens = max(args.gamma) + 1
-    _check_fits(
-        args.device, args.size, "bfloat16", args.ssm_dtype, max(args.batch), draft_tokens, 1
-    )
+    holds = RunHolds(max(args.batch), draft_tokens, context=len(INPUT_IDS) + draft_tokens + 1)
+    _check_fits(args.device, args.size, "bfloat16", args.ssm_dtype, holds, 1)
     series = series_of(args)
     out_dir: Path = args.out
     writable_dirs((out_dir, "--out"))
@@ -235,7 +240,8 @@ def cmd_harness_server(args: argparse.Namespace) -> int:
     from gdn_parity.drift.run.variants import variant_tree
 
     _check_device(args.device)
-    _check_fits(args.device, args.size, "bfloat16", args.ssm_dtype, 1, args.gamma + 1, 1)
+    holds = RunHolds(1, args.gamma + 1, context=args.context_length)
+    _check_fits(args.device, args.size, "bfloat16", args.ssm_dtype, holds, 1)
     series = series_of(args)
     variant = variant_named(args.variant)
     server = listen(args.host, args.port)
@@ -429,8 +435,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--rounds",
         type=positive_int,
         default=1,
-        help="run the variants in turn this many times (A, B, A, B, ...); the table gives "
-        "the median over rounds and ratios taken within a round (1)",
+        help="run the variants this many times, in alternating order (A, B, B, A, ...); the "
+        "table gives the median over rounds and ratios taken within a round (1)",
     )
     p.add_argument(
         "--no-graphs", action="store_true", help="time the eager forward, not a CUDA graph"

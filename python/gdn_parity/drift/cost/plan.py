@@ -2,9 +2,9 @@
 
 Each variant runs in a worker process of its own (its sglang tree is the package
 ``sglang``). The workers run one after another: timings of two processes sharing
-a GPU would measure each other. With ``rounds`` > 1 the variants run in turn that many
-times (A, B, A, B, ...), so that a drift of the GPU's clocks between two processes
-shows as a spread of the ratio instead of a bias.
+a GPU would measure each other. With ``rounds`` > 1 the variants run that many times,
+in turn and in alternating order (A, B, then B, A, ...), so that neither always runs first:
+a drift of the GPU's clocks over the run shows as a spread of the ratio, not as a bias.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from gdn_parity.drift.run.variants import Variant, variant_tree
 from gdn_parity.notes import note
 from gdn_parity.queue.series import Series
 
+WORKER = "gdn_parity.drift.cost.worker"
+
 
 @dataclass(frozen=True)
 class CostPlan:
@@ -39,6 +41,10 @@ class CostPlan:
     kv_cache_dtype: str = "auto"  # sglang's --kv-cache-dtype, the same for every variant
     kv_scale: float | None = None
     rounds: int = 1  # passes over the variants, in turn
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise ValueError(f"rounds must be at least 1, not {self.rounds}")
 
 
 def cost_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]:
@@ -63,7 +69,7 @@ def cost_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]:
             out=str(raw_dir / f"{v.name}.{r}.json"),
         )
         for r in range(plan.rounds)
-        for v in plan.variants
+        for v in (plan.variants if r % 2 == 0 else plan.variants[::-1])
     ]
 
 
@@ -71,13 +77,13 @@ def run_cost(series: Series, plan: CostPlan) -> str:
     """Run the plan; write ``cost.md`` and ``cost.json`` under ``plan.out_dir``; the report."""
     with tempfile.TemporaryDirectory() as raw_dir:
         jobs = cost_jobs(series, plan, Path(raw_dir))
-        rounds = f" in turn, {plan.rounds} times" if plan.rounds > 1 else ""
-        note(f"timing {len(plan.variants)} variant(s), one at a time{rounds}")
+        passes = f" in turn, {plan.rounds} times" if plan.rounds > 1 else ""
+        note(f"timing {len(plan.variants)} variant(s), one at a time{passes}")
         bar = Bar("cost", "step", sum(j.progress_total for j in jobs))
-        try:
-            results = run_workers(
-                "gdn_parity.drift.cost.worker", jobs, 1, plan.device, bar, VariantCost
-            )
+        try:  # one job at a time, in the plan's order (the rounds alternate it)
+            results = [
+                run_workers(WORKER, [job], 1, plan.device, bar, VariantCost)[0] for job in jobs
+            ]
         finally:
             bar.close()
     eager = eager_steps(results)
@@ -85,13 +91,14 @@ def run_cost(series: Series, plan: CostPlan) -> str:
         note(f"warning: {eager}")
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     kv = describe_kv_cache("bfloat16", plan.kv_cache_dtype, plan.kv_scale)
+    bandwidths = [r.bandwidth for r in results]
     report = "\n".join(
         (
             f"# gdn-parity cost: {plan.size} model on {plan.device}, {plan.ssm_dtype} SSM pool, "
             f"{kv}, server stack, gammas {','.join(map(str, plan.gammas))}",
             "",
             cost_table(results, plan.batches, plan.gammas),
-            legend(plan.variants[0].name, plan.replays, results[0].bandwidth, plan.rounds),
+            legend(plan.variants[0].name, plan.replays, bandwidths, plan.rounds),
         )
     )
     (plan.out_dir / "cost.md").write_text(report)

@@ -69,9 +69,9 @@ def cost_table(results: list[VariantCost], batches: list[int], gammas: list[int]
     rounds = sorted({r.round for r in results})
     shapes = [("decode", 1)] + [("verify", g + 1) for g in gammas]
     body = []
+    refs = [by_round[names[0], i] for i in rounds]
     for name in names:
         runs = [by_round[name, i] for i in rounds]
-        refs = [by_round[names[0], i] for i in rounds]
         for n in batches:
             for phase, width in shapes:
                 steps = [run.step(phase, n, width) for run in runs]
@@ -104,8 +104,9 @@ def cost_table(results: list[VariantCost], batches: list[int], gammas: list[int]
 def eager_steps(results: list[VariantCost]) -> str | None:
     """A line naming the steps timed eagerly because their capture failed (their eager time
     sits beside graph replays in the table), or None."""
+    rounds = len({r.round for r in results}) > 1
     failed = [
-        f"{r.variant}{f' (round {r.round + 1})' if r.round else ''} N={s.requests} {_step_name(s)}"
+        f"{r.variant}{f' (round {r.round + 1})' if rounds else ''} N={s.requests} {_step_name(s)}"
         for r in results
         for s in r.steps
         if not s.graph and s.note.startswith(CAPTURE_FAILED)
@@ -118,7 +119,9 @@ def eager_steps(results: list[VariantCost]) -> str | None:
     )
 
 
-def legend(reference: str, replays: int, bandwidth: float, rounds: int = 1) -> str:
+def legend(reference: str, replays: int, bandwidths: list[float], rounds: int = 1) -> str:
+    """What the table's columns mean; ``bandwidths``: each worker's measured copy bandwidth."""
+    low, high = min(bandwidths) / 1e12, max(bandwidths) / 1e12
     if rounds == 1:
         ms = (
             f"- **ms**: the median of {replays} replays of one forward of the whole padded "
@@ -126,17 +129,23 @@ def legend(reference: str, replays: int, bandwidth: float, rounds: int = 1) -> s
             "events; in brackets the fastest replay and the 90th percentile."
         )
         ratio = f"- **ratio**: to {reference}'s same step at the same N."
+        measured = f"measured in the same run ({low:.2f} TB/s, reads and writes counted)"
     else:
         ms = (
-            f"- **ms**: the variants ran in turn {rounds} times, each time in a fresh process; "
-            f"a round's time is the median of {replays} replays of one forward of the whole "
-            "padded batch (verify γ=g: g + 1 rows per request), after warm-up, timed with "
-            "CUDA events. The cell is the median of the rounds' times, in brackets the "
-            "lowest and the highest."
+            f"- **ms**: the variants ran {rounds} times, in turn and in alternating order (the "
+            "first variant first, then last, ...), each time in a fresh process; a round's "
+            f"time is the median of {replays} replays of one forward of the whole padded batch "
+            "(verify γ=g: g + 1 rows per request), after warm-up, timed with CUDA events. The "
+            "cell is the median of the rounds' times, in brackets the lowest and the highest; "
+            "a step timed eagerly in some rounds says so in **timed**."
         )
         ratio = (
             f"- **ratio**: to {reference}'s same step at the same N in the same round; the "
             "median over rounds, in brackets the lowest and the highest."
+        )
+        measured = (
+            f"measured by each worker ({low:.2f}-{high:.2f} TB/s, reads and writes counted); "
+            "the cell is the median over rounds, and **x floor** the median ms over it"
         )
     return "\n".join(
         (
@@ -145,7 +154,7 @@ def legend(reference: str, replays: int, bandwidth: float, rounds: int = 1) -> s
             "- **floor**: the bytes the step must move (every weight once, the embedding's "
             "gathered rows aside; each request's KV cache once; its GDN state read once and "
             "written once per token of the step) over the device-to-device copy bandwidth "
-            f"measured in the same run ({bandwidth / 1e12:.2f} TB/s, reads and writes counted).",
+            f"{measured}.",
             "- **timed**: a CUDA graph of the forward, as sglang's graph runner replays it, or "
             "the eager forward and why.",
             "- The forward is the server stack's (`docs/drift-stacks.md`): batch and metadata "

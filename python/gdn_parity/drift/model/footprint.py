@@ -2,38 +2,79 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gdn_parity.drift.model.config import ModelConfig
 from gdn_parity.drift.model.server.padding import padded_batch
 
 GIB = 1 << 30
-WORKSPACE = 4 * GIB  # CUDA context, kernels' scratch, the allocator's slack
+WORKSPACE = 4 * GIB  # CUDA context, kernels' scratch, CUDA graphs' pools, the allocator's slack
 
 
-def model_bytes(
-    config: ModelConfig, dtype_bytes: int, ssm_bytes: int, requests: int, max_draft_tokens: int
-) -> int:
-    """One server-stack model: its weights, GDN pools with the verify scratch for
-    ``max_draft_tokens`` steps, and the logits of the widest verify (fp32). The snapshots
-    of the states that ``demo`` and ``cost`` hold are in host memory (``ServerModel.snapshot``)."""
-    slots = max(padded_batch(requests, phase) for phase in ("decode", "verify")) + 1
-    state = config.gdn_v_heads * config.gdn_head_dim**2 * ssm_bytes
-    states = len(config.gdn_layers) * slots * state
-    pools = states * (1 + max_draft_tokens)
-    logits = slots * max_draft_tokens * config.vocab * 4
-    return config.parameters() * dtype_bytes + pools + logits + WORKSPACE
+@dataclass(frozen=True)
+class RunHolds:
+    """What a run keeps on the GPU besides the weights, in its units."""
+
+    requests: int
+    draft_tokens: int  # rows per request of the widest verify (gamma + 1)
+    context: int  # KV slots per request (the server stack's max_len)
+    kept_states: int = 0  # request 0's GDN states kept on the GPU, one per token (demo's Base)
+
+
+def _slots(requests: int) -> int:
+    """The GDN pools' slots: the widest padded batch, and the padded rows' slot."""
+    return max(padded_batch(requests, phase) for phase in ("decode", "verify")) + 1
+
+
+def _request_state(config: ModelConfig, dtype_bytes: int, ssm_bytes: int) -> int:
+    """One request's GDN state, every layer: SSM, and the conv window at the activations'
+    width."""
+    ssm = config.gdn_v_heads * config.gdn_head_dim**2 * ssm_bytes
+    conv = config.qkv_dim * (config.conv_width - 1) * dtype_bytes
+    return len(config.gdn_layers) * (ssm + conv)
+
+
+def gdn_pool_bytes(config: ModelConfig, dtype_bytes: int, ssm_bytes: int, holds: RunHolds) -> int:
+    """The GDN pools: every slot's SSM and conv state, with the verify scratch of
+    ``holds.draft_tokens`` steps (``backends.speculative_state``)."""
+    state = _request_state(config, dtype_bytes, ssm_bytes)
+    return _slots(holds.requests) * state * (1 + holds.draft_tokens)
+
+
+def kv_pool_bytes(config: ModelConfig, dtype_bytes: int, holds: RunHolds) -> int:
+    """The KV pool: K and V of every attention layer, ``holds.context`` slots per request, the
+    padded writes' slot and the page sglang's pool adds (``size + page_size``), at the
+    activations' width (an FP8 pool takes half)."""
+    per_slot = len(config.attention_layers) * 2 * config.attn_kv_heads * config.attn_head_dim
+    return (holds.requests * holds.context + 2) * per_slot * dtype_bytes
+
+
+def model_bytes(config: ModelConfig, dtype_bytes: int, ssm_bytes: int, holds: RunHolds) -> int:
+    """One server-stack model: its weights, the GDN and KV pools, the logits of the widest
+    verify (fp32), the states a demo keeps per token, and ``WORKSPACE``. The snapshots
+    ``demo`` and ``cost`` restore from are in host memory (``ServerModel.snapshot``)."""
+    logits = _slots(holds.requests) * holds.draft_tokens * config.vocab * 4
+    kept = holds.kept_states * _request_state(config, dtype_bytes, ssm_bytes)
+    return (
+        config.parameters() * dtype_bytes
+        + gdn_pool_bytes(config, dtype_bytes, ssm_bytes, holds)
+        + kv_pool_bytes(config, dtype_bytes, holds)
+        + logits
+        + kept
+        + WORKSPACE
+    )
 
 
 def fit_problem(
     config: ModelConfig,
     dtype_bytes: int,
     ssm_bytes: int,
-    requests: int,
-    max_draft_tokens: int,
+    holds: RunHolds,
     workers: int,
     gpu_bytes: int,
 ) -> str | None:
     """Why ``workers`` models of ``config`` at once do not fit ``gpu_bytes``, or None."""
-    one = model_bytes(config, dtype_bytes, ssm_bytes, requests, max_draft_tokens)
+    one = model_bytes(config, dtype_bytes, ssm_bytes, holds)
     if workers * one <= gpu_bytes:
         return None
     need = f"{workers} x {one / GIB:.0f} GiB" if workers > 1 else f"{one / GIB:.0f} GiB"
