@@ -16,7 +16,9 @@
 #             dispatched GEMM and the persistent kernel
 #   tma       tma_tile_study.py: the wide weights at 128-256 rows through TMA loads, one tile per
 #             program or one program per SM (4-warp tiles also warp-specialized): rows against
-#             the dispatched GEMM at M = 1..512, time against cuBLAS and the dispatched GEMM
+#             the dispatched GEMM at M = 1..512, time against cuBLAS and the dispatched GEMM;
+#             each candidate in a child process of at most 45 s, none started after
+#             TMA_LIMIT - 30 s (default 300): those not started are listed as not run
 #   table     gemm_tiles.py --table: the mode's GEMM as the tree dispatches it (0008, 0011),
 #             cuBLAS, the persistent kernel, the floor (the issue's GEMM table)
 #   tests     the series' CUDA tests named by TESTS_MATCH (run_upstream_tests.sh; default
@@ -65,7 +67,8 @@ for group in "$@"; do
       cp $O/fixed_split_study.md "$OUT/fixed_split_study_$tag.md" ;;
     tma)
       timeout "${TMA_LIMIT:-300}" python3 benchmark/gpu/tma_tile_study.py --tree $G/series \
-        --out $O ${TMA_SHAPES:+--shapes $TMA_SHAPES} > $O/tma.log 2>&1
+        --out $O ${TMA_SHAPES:+--shapes $TMA_SHAPES} --total-limit $((${TMA_LIMIT:-300} - 30)) \
+        > $O/tma.log 2>&1
       cp $O/tma_tile_study.md "$OUT/tma_tile_study_$tag.md" ;;
     table)
       timeout "${TABLE_LIMIT:-180}" python3 benchmark/gpu/gemm_tiles.py --tree $G/series --out $O \
