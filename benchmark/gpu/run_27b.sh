@@ -32,7 +32,8 @@
 #             the estimate, unmeasured: there, run 1,4,16 and then 64 in its own call;
 #             COST_GAMMAS, default 1,3; COST_ROUNDS, default 1: the two variants that many
 #             times in alternating order, ratios taken within a round, e.g. COST_BATCHES=64
-#             COST_GAMMAS=3 COST_ROUNDS=3 for the one row issue #24 still misses)
+#             COST_GAMMAS=3 COST_ROUNDS=3 for issue #24's thinnest row; COST_PROFILE=1: cost
+#             --profile, each step's kernels side by side)
 #   identity  gdn-parity demo --size 27b-8l: deterministic-exact-parity vs Base at batch
 #             1,4,16,64, bf16 and fp32 SSM pools, TOKENS tokens (300), forced reject gamma 1
 #             and 4, natural acceptance gamma 3; the demos side by side (BATCHES, POOLS
@@ -91,6 +92,7 @@ for group in "$@"; do
     cost-now)
       timeout "${COST_NOW_LIMIT:-300}" python3 -m gdn_parity.cli cost --size 27b --batch "${COST_BATCHES:-1,4,16,64}" \
         --gamma "${COST_GAMMAS:-1,3}" --replays "${REPLAYS:-30}" --rounds "${COST_ROUNDS:-1}" \
+        ${COST_PROFILE:+--profile} \
         --variants 0.5.23,deterministic-exact-parity --out $O/cost-now > $O/cost-now.log 2>&1
       cp $O/cost-now/cost.md "$OUT/cost_now_$tag.md" ;;
     identity)

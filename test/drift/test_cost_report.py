@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
-from gdn_parity.drift.cost.report import cost_table, eager_steps
-from gdn_parity.drift.cost.results import StepTime, VariantCost
+import torch
+
+from gdn_parity.drift.cost.report import cost_table, eager_steps, kernel_tables
+from gdn_parity.drift.cost.results import KernelTime, StepTime, VariantCost
 
 
 def _variant(name: str, decode: tuple[float, float, float], verify: tuple[float, float, float]):
@@ -97,6 +100,9 @@ def test_rounds_run_the_variants_in_turn_in_alternating_order(monkeypatch, tmp_p
         ("0.5.23", 1),
     ]
     assert len({j.out for j in jobs}) == 4
+    assert not any(j.profile for j in jobs)
+    profiled = dataclasses.replace(plan, profile=True)
+    assert all(j.profile for j in cost_plan.cost_jobs(None, profiled, tmp_path))
 
 
 def test_the_floor_counts_every_weight_but_the_embedding_and_each_requests_state():
@@ -184,3 +190,69 @@ def test_a_step_whose_capture_failed_is_named():
         "1 step(s) timed eagerly because their CUDA-graph capture failed (the 'timed' "
         "column says why): exact N=4 verify γ=3"
     )
+
+
+def _profiled(name: str, kernels: list[KernelTime], median_ms: float) -> VariantCost:
+    step = StepTime("decode", 4, 4, 1, median_ms, 1.0, 3.0, 50, True, "", 10**9, 0.5, kernels)
+    return VariantCost(name, "tree", "cuda", "large", "bfloat16", [], [step], 1.0, 2e12)
+
+
+def test_the_profile_puts_each_variants_kernels_side_by_side_longest_first():
+    """``cost --profile``: per step, the union of each variant's longest kernels, ordered by the
+    longest time either takes, "-" where a variant runs no such kernel, then the rest summed, all
+    kernels, and the timed step. Without profiles, no section."""
+    default = _profiled(
+        "0.5.23",
+        [KernelTime("nvjet_gemm", 2.0, 1.2), KernelTime("rmsnorm", 4.0, 0.2),
+         KernelTime("copy", 1.0, 0.05)],
+        1.6,
+    )  # fmt: skip
+    exact = _profiled(
+        "exact",
+        [KernelTime("matmul_kernel_few_rows", 2.0, 1.3), KernelTime("rmsnorm", 4.0, 0.3),
+         KernelTime("copy", 1.0, 0.1)],
+        1.8,
+    )  # fmt: skip
+    section = kernel_tables([default, exact], [4], [], shown=2)
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert rows == [
+        "| kernel | 0.5.23 | exact |",
+        "| `matmul_kernel_few_rows` | - | 1.300 (2) |",
+        "| `nvjet_gemm` | 1.200 (2) | - |",
+        "| `rmsnorm` | 0.200 (4) | 0.300 (4) |",
+        "| other kernels | 0.050 | 0.100 |",
+        "| **all kernels** | 1.450 | 1.700 |",
+        "| **step** | 1.600 | 1.800 |",
+    ]
+    assert "N = 4, decode:" in section
+    assert kernel_tables([_variant("0.5.23", (2.0, 1.9, 2.2), (4.0, 3.8, 4.4))], [4], [3]) is None
+
+
+def test_a_steps_kernels_survive_the_workers_json():
+    """The worker writes ``VariantCost`` as JSON and the parent reads it back: the kernels come
+    back as ``KernelTime``, not as dicts the report cannot read."""
+    sent = _profiled("exact", [KernelTime("matmul_kernel_few_rows", 2.0, 1.3)], 1.8)
+    back = VariantCost.from_json(json.dumps(sent.to_dict()))
+    assert back == sent
+    assert isinstance(back.steps[0].kernels[0], KernelTime)
+
+
+def test_kernel_times_are_per_call_of_the_profiled_function():
+    """``kernel_times`` runs the function several times under the profiler and divides by
+    that: two matmuls and one add per call are 2 and 1 launches, longest first. (On CPU it
+    profiles ops, not CUDA kernels: the arithmetic, not a GPU's profile.)"""
+    from gdn_parity.drift.cost.timing import kernel_times
+
+    a = torch.randn(256, 256)
+
+    def run() -> None:
+        torch.mm(a, a)
+        torch.mm(a, a)
+        torch.add(a, a)
+
+    kernels = kernel_times(run, cuda=False, calls=3)
+    by_name = {k.name: k for k in kernels}
+    assert by_name["aten::mm"].calls == 2.0
+    assert by_name["aten::add"].calls == 1.0
+    assert all(k.ms >= 0 for k in kernels) and by_name["aten::mm"].ms > 0
+    assert [k.ms for k in kernels] == sorted((k.ms for k in kernels), reverse=True)

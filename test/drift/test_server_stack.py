@@ -181,6 +181,28 @@ def test_timing_a_step_leaves_the_model_as_it_was(exact):
     assert timed.floor_ms == pytest.approx(timed.bytes / 1e12 * 1e3)
 
 
+def test_cost_profile_adds_the_steps_kernels_and_leaves_the_model_as_it_was(exact):
+    """``cost --profile``: the step's kernels (here the interpreter's torch ops), longest first,
+    and the model unmoved, as without it; without it, no kernels."""
+    from gdn_parity.drift.cost.timing import time_step
+
+    model, start, *_ = exact
+    model.restore(start)
+    before = model.snapshot()
+    plain = time_step(model, "verify", 2, replays=1, graphs=False, bandwidth=1e12, warmup=0)
+    profiled = time_step(
+        model, "verify", 2, replays=1, graphs=False, bandwidth=1e12, warmup=0, profile=True
+    )
+    after = model.snapshot()
+    assert plain.kernels == []
+    assert profiled.kernels and sum(k.ms for k in profiled.kernels) > 0
+    assert [k.ms for k in profiled.kernels] == sorted(
+        (k.ms for k in profiled.kernels), reverse=True
+    )
+    assert all(torch.equal(a, b) for a, b in zip(after.gdn, before.gdn, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(after.keys, before.keys, strict=True))
+
+
 def test_a_snapshot_is_a_host_copy_that_restore_puts_back(exact):
     """``ServerModel.snapshot`` copies to host memory: a copy, not a view, also where the
     model is on the CPU, or restoring it would be a no-op (fails with ``.to("cpu")`` alone).

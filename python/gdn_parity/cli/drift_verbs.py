@@ -227,6 +227,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         kv_cache_dtype=args.kv_cache_dtype,
         kv_scale=args.kv_cache_scale,
         rounds=args.rounds,
+        profile=args.profile,
     )
     print(run_cost(series, plan), end="")
     print(f"wrote {out_dir / 'cost.md'}, {out_dir / 'cost.json'}")
@@ -440,6 +441,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--no-graphs", action="store_true", help="time the eager forward, not a CUDA graph"
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile each step's eager forward (after the warm-up, outside the timed "
+        "replays) and add a table of its kernels per variant: where the time goes",
     )
     p.add_argument(
         "--variants",

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdn_parity.drift.cost.report import cost_table, eager_steps, legend
+from gdn_parity.drift.cost.report import cost_table, eager_steps, kernel_tables, legend
 from gdn_parity.drift.cost.results import VariantCost
 from gdn_parity.drift.cost.worker import CostJob
 from gdn_parity.drift.model.stacks import describe_kv_cache
@@ -41,6 +41,7 @@ class CostPlan:
     kv_cache_dtype: str = "auto"  # sglang's --kv-cache-dtype, the same for every variant
     kv_scale: float | None = None
     rounds: int = 1  # passes over the variants, in turn
+    profile: bool = False  # each step's kernels too (timing.kernel_times)
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -66,6 +67,7 @@ def cost_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]:
             replays=plan.replays,
             graphs=plan.graphs,
             round=r,
+            profile=plan.profile,
             out=str(raw_dir / f"{v.name}.{r}.json"),
         )
         for r in range(plan.rounds)
@@ -99,6 +101,7 @@ def run_cost(series: Series, plan: CostPlan) -> str:
             "",
             cost_table(results, plan.batches, plan.gammas),
             legend(plan.variants[0].name, plan.replays, bandwidths, plan.rounds),
+            kernel_tables(results, plan.batches, plan.gammas) or "",
         )
     )
     (plan.out_dir / "cost.md").write_text(report)

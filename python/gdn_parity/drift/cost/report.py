@@ -1,11 +1,18 @@
 """The cost table: per variant, batch size and step (decode, verify at each gamma), the
-median time with its spread, the ratio to the first variant's, and the floor."""
+median time with its spread, the ratio to the first variant's, and the floor; with
+``--profile``, each step's kernels side by side."""
 
 from __future__ import annotations
 
 import statistics
 
-from gdn_parity.drift.cost.results import CAPTURE_FAILED, StepTime, VariantCost
+from gdn_parity.drift.cost.results import (
+    CAPTURE_FAILED,
+    PROFILED,
+    KernelTime,
+    StepTime,
+    VariantCost,
+)
 
 HEADERS = (
     "variant",
@@ -162,3 +169,65 @@ def legend(reference: str, replays: int, bandwidths: list[float], rounds: int = 
             "",
         )
     )
+
+
+KERNELS_SHOWN = 12  # per variant and step, in cost --profile's tables
+NAME_WIDTH = 90  # a kernel's name is cut there in the tables (the JSON keeps it whole)
+
+
+def _kernel_cell(kernels: dict[str, KernelTime], name: str) -> str:
+    k = kernels.get(name)
+    return "-" if k is None else f"{k.ms:.3f} ({k.calls:g})"
+
+
+def kernel_tables(
+    results: list[VariantCost], batches: list[int], gammas: list[int], shown: int = KERNELS_SHOWN
+) -> str | None:
+    """``cost --profile``'s section: per N and step, the kernels of each variant side by side
+    (ms per forward, launches), the ``shown`` longest of each variant's, then the rest, all of
+    them, and the step's median; the first round's profiles. None when nothing was profiled."""
+    first = min(r.round for r in results)
+    runs = [r for r in results if r.round == first]
+    if not any(s.kernels for r in runs for s in r.steps):
+        return None
+    names = [r.variant for r in runs]
+    shapes = [("decode", 1)] + [("verify", g + 1) for g in gammas]
+    out = [
+        "## Where the time goes (`--profile`)",
+        "",
+        "Each kernel's device time per forward in ms, and its launches per forward in brackets, "
+        f"from {PROFILED} eager forwards under torch's profiler after the warm-up (the graph "
+        "replays these kernels), in the first round. The longest "
+        f"{shown} of each variant's kernels, then the rest summed. **all kernels** against "
+        "**step** (the timed median) shows the time no kernel ran.",
+    ]
+    for n in batches:
+        for phase, width in shapes:
+            steps = [run.step(phase, n, width) for run in runs]
+            by_name = [{k.name: k for k in s.kernels} for s in steps]
+            top = [k.name for s in steps for k in s.kernels[:shown]]
+            rows = sorted(
+                dict.fromkeys(top), key=lambda name: -max(k.get(name, _NONE).ms for k in by_name)
+            )
+            out += [
+                "",
+                f"N = {n}, {_step_name(steps[0])}:",
+                "",
+                "| kernel | " + " | ".join(names) + " |",
+                "|---|" + "---|" * len(names),
+            ]
+            for name in rows:
+                cut = name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 1] + "…"
+                cells = [_kernel_cell(k, name) for k in by_name]
+                out.append(f"| `{cut}` | " + " | ".join(cells) + " |")
+            rest = [sum(k.ms for k in s.kernels if k.name not in rows) for s in steps]
+            total = [sum(k.ms for k in s.kernels) for s in steps]
+            out += [
+                "| other kernels | " + " | ".join(f"{ms:.3f}" for ms in rest) + " |",
+                "| **all kernels** | " + " | ".join(f"{ms:.3f}" for ms in total) + " |",
+                "| **step** | " + " | ".join(f"{s.median_ms:.3f}" for s in steps) + " |",
+            ]
+    return "\n".join(out) + "\n"
+
+
+_NONE = KernelTime("", 0.0, 0.0)

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 CAPTURE_FAILED = "eager: the capture failed"  # a StepTime's note, then why
+PROFILED = 3  # forwards run under the profiler for a step's KernelTimes (cost --profile)
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel's share of a step (``cost --profile``), per forward of the padded batch."""
+
+    name: str  # as the profiler names it
+    calls: float  # launches per forward
+    ms: float  # device time per forward (on CPU: the ops' own CPU time)
 
 
 @dataclass(frozen=True)
@@ -24,6 +34,8 @@ class StepTime:
     note: str  # why not a graph, when it is not
     bytes: int  # what the step must move (weights, GDN state, KV: cost.floor)
     floor_ms: float  # bytes over the copy bandwidth measured in the same process
+    # cost --profile: the step's kernels, longest first (timing.kernel_times); else none
+    kernels: list[KernelTime] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -52,4 +64,8 @@ class VariantCost:
     @classmethod
     def from_json(cls, text: str) -> VariantCost:
         raw = json.loads(text)
-        return cls(**dict(raw, steps=[StepTime(**s) for s in raw["steps"]]))
+        steps = [
+            StepTime(**dict(s, kernels=[KernelTime(**k) for k in s.get("kernels", [])]))
+            for s in raw["steps"]
+        ]
+        return cls(**dict(raw, steps=steps))

@@ -8,6 +8,11 @@ Each replay is timed with CUDA events (on CPU, the wall clock: it only checks
 the plumbing, the interpreter's times mean nothing). A capture that fails falls
 back to timing the eager forward, and the result says why. The model's state is
 restored afterwards.
+
+With ``profile`` (``cost --profile``), the eager forward also runs a few times under
+torch's profiler, after the warm-up and in the same mode: each kernel's device time and
+launches per forward (``kernel_times``), to say where a step's time goes. The captured
+graph replays the kernels of that forward; the profile is not part of the timed replays.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Callable
 import torch
 
 from gdn_parity.drift.cost.floor import step_bytes
-from gdn_parity.drift.cost.results import CAPTURE_FAILED, StepTime
+from gdn_parity.drift.cost.results import CAPTURE_FAILED, PROFILED, KernelTime, StepTime
 from gdn_parity.drift.model.server.model import ServerModel
 
 WARMUP = 3
@@ -51,6 +56,33 @@ def _elapsed_ms(run: Callable[[], object], cuda: bool) -> float:
     return begin.elapsed_time(end)
 
 
+def kernel_times(run: Callable[[], object], cuda: bool, calls: int = PROFILED) -> list[KernelTime]:
+    """Each kernel ``run`` launches, with its launches and its device time per call of ``run``,
+    longest first, from ``calls`` calls under torch's profiler. On CPU: each op's own CPU time
+    (only the plumbing is checked there)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    # on CUDA the host's ops are recorded too (the kernels hang off them) and left out below
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+    device = DeviceType.CUDA if cuda else DeviceType.CPU
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            run()
+        if cuda:
+            torch.cuda.synchronize()
+    kernels = [
+        KernelTime(
+            name=e.key,
+            calls=e.count / calls,
+            ms=(e.self_device_time_total if cuda else e.self_cpu_time_total) / calls / 1e3,
+        )
+        for e in prof.key_averages()
+        if e.device_type == device
+    ]
+    return sorted(kernels, key=lambda k: k.ms, reverse=True)
+
+
 def _p90(samples: list[float]) -> float:
     """The 90th percentile; a single replay is its own."""
     if len(samples) < 2:
@@ -66,9 +98,11 @@ def time_step(
     graphs: bool,
     bandwidth: float,
     warmup: int = WARMUP,
+    profile: bool = False,
 ) -> StepTime:
     """The median time of one ``phase`` forward of ``width`` rows per request, and its floor:
-    the bytes it must move (``floor.step_bytes``) over ``bandwidth`` (bytes/s)."""
+    the bytes it must move (``floor.step_bytes``) over ``bandwidth`` (bytes/s); with
+    ``profile``, its kernels (``kernel_times``)."""
     cuda = model.device == "cuda"
     moved = step_bytes(
         model.c,
@@ -87,6 +121,7 @@ def time_step(
     with model.capture_mode() if graph else contextlib.nullcontext():
         for _ in range(warmup):
             step.run()
+        kernels = kernel_times(step.run, cuda) if profile else []
         if graph:
             run, note = _capture(step.run)
         else:
@@ -107,4 +142,5 @@ def time_step(
         note=note,
         bytes=moved.total,
         floor_ms=moved.total / bandwidth * 1e3,
+        kernels=kernels,
     )

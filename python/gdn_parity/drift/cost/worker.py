@@ -36,6 +36,7 @@ class CostJob:
     replays: int = 50
     graphs: bool = True
     round: int = 0  # which pass over the variants this is (cost --rounds)
+    profile: bool = False  # cost --profile: each step's kernels too
     out: str = ""
 
     @property
@@ -81,7 +82,11 @@ def run_cost_job(job: CostJob, progress: Progress) -> VariantCost:
         )
         loops.prefill(model, job.prompt)
         for phase, width in [("decode", 1)] + [("verify", g + 1) for g in job.gammas]:
-            steps.append(time_step(model, phase, width, job.replays, job.graphs, bandwidth))
+            steps.append(
+                time_step(
+                    model, phase, width, job.replays, job.graphs, bandwidth, profile=job.profile
+                )
+            )
             progress(1)
         live, tree = model.live_sources(), model.kernels.tree
         del model
