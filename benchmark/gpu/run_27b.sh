@@ -33,7 +33,7 @@
 #             COST_GAMMAS, default 1,3; COST_ROUNDS, default 1: the two variants that many
 #             times in alternating order, ratios taken within a round, e.g. COST_BATCHES=64
 #             COST_GAMMAS=3 COST_ROUNDS=3 for issue #24's thinnest row; COST_PROFILE=1: cost
-#             --profile, each step's kernels side by side)
+#             --profile, each step's kernels side by side, in a process of each variant's own)
 #   identity  gdn-parity demo --size 27b-8l: deterministic-exact-parity vs Base at batch
 #             1,4,16,64, bf16 and fp32 SSM pools, TOKENS tokens (300), forced reject gamma 1
 #             and 4, natural acceptance gamma 3; the demos side by side (BATCHES, POOLS
@@ -92,9 +92,10 @@ for group in "$@"; do
     cost-now)
       timeout "${COST_NOW_LIMIT:-300}" python3 -m gdn_parity.cli cost --size 27b --batch "${COST_BATCHES:-1,4,16,64}" \
         --gamma "${COST_GAMMAS:-1,3}" --replays "${REPLAYS:-30}" --rounds "${COST_ROUNDS:-1}" \
-        ${COST_PROFILE:+--profile} \
+        $([ "${COST_PROFILE:-0}" = 1 ] && echo --profile) \
         --variants 0.5.23,deterministic-exact-parity --out $O/cost-now > $O/cost-now.log 2>&1
-      cp $O/cost-now/cost.md "$OUT/cost_now_$tag.md" ;;
+      cp $O/cost-now/cost.md "$OUT/cost_now_$tag.md"
+      cp $O/cost-now/profile.json "$OUT/profile_$tag.json" 2>/dev/null ;;
     identity)
       for b in ${BATCHES:-1 4 16 64}; do
         for pool in ${POOLS:-bfloat16 float32}; do

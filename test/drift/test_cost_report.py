@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import torch
 
@@ -100,9 +101,6 @@ def test_rounds_run_the_variants_in_turn_in_alternating_order(monkeypatch, tmp_p
         ("0.5.23", 1),
     ]
     assert len({j.out for j in jobs}) == 4
-    assert not any(j.profile for j in jobs)
-    profiled = dataclasses.replace(plan, profile=True)
-    assert all(j.profile for j in cost_plan.cost_jobs(None, profiled, tmp_path))
 
 
 def test_the_floor_counts_every_weight_but_the_embedding_and_each_requests_state():
@@ -192,40 +190,106 @@ def test_a_step_whose_capture_failed_is_named():
     )
 
 
-def _profiled(name: str, kernels: list[KernelTime], median_ms: float) -> VariantCost:
+def _profiled(
+    name: str, kernels: list[KernelTime], median_ms: float, round_: int = 0
+) -> VariantCost:
     step = StepTime("decode", 4, 4, 1, median_ms, 1.0, 3.0, 50, True, "", 10**9, 0.5, kernels)
-    return VariantCost(name, "tree", "cuda", "large", "bfloat16", [], [step], 1.0, 2e12)
+    return VariantCost(
+        name, "tree", "cuda", "large", "bfloat16", [], [step], 1.0, 2e12, round=round_
+    )
 
 
 def test_the_profile_puts_each_variants_kernels_side_by_side_longest_first():
     """``cost --profile``: per step, the union of each variant's longest kernels, ordered by the
     longest time either takes, "-" where a variant runs no such kernel, then the rest summed, all
-    kernels, and the timed step. Without profiles, no section."""
-    default = _profiled(
-        "0.5.23",
-        [KernelTime("nvjet_gemm", 2.0, 1.2), KernelTime("rmsnorm", 4.0, 0.2),
-         KernelTime("copy", 1.0, 0.05)],
-        1.6,
-    )  # fmt: skip
-    exact = _profiled(
-        "exact",
-        [KernelTime("matmul_kernel_few_rows", 2.0, 1.3), KernelTime("rmsnorm", 4.0, 0.3),
-         KernelTime("copy", 1.0, 0.1)],
-        1.8,
-    )  # fmt: skip
-    section = kernel_tables([default, exact], [4], [], shown=2)
+    kernels, and the first round's timed step. A profile without kernels says so; without
+    profiles, no section."""
+    profiles = [
+        _profiled(
+            "0.5.23",
+            [KernelTime("void nvjet_gemm<1>(int)", 2.0, 1.2), KernelTime("rmsnorm", 4.0, 0.2),
+             KernelTime("copy", 1.0, 0.05)],
+            9.0,
+        ),
+        _profiled(
+            "exact",
+            [KernelTime("matmul_kernel_few_rows", 2.0, 1.3), KernelTime("rmsnorm", 4.0, 0.3),
+             KernelTime("copy", 1.0, 0.1)],
+            9.0,
+        ),
+    ]  # fmt: skip
+    results = [  # round 1 listed first: the table's step is round 0's
+        _profiled("exact", [], 1.9, round_=1),
+        _profiled("0.5.23", [], 1.5, round_=1),
+        _profiled("0.5.23", [], 1.6),
+        _profiled("exact", [], 1.8),
+    ]
+    section = kernel_tables(results, profiles, [4], [], shown=2)
     rows = [line for line in section.splitlines() if line.startswith("| ")]
     assert rows == [
         "| kernel | 0.5.23 | exact |",
         "| `matmul_kernel_few_rows` | - | 1.300 (2) |",
-        "| `nvjet_gemm` | 1.200 (2) | - |",
+        "| `nvjet_gemm<1>` | 1.200 (2) | - |",
         "| `rmsnorm` | 0.200 (4) | 0.300 (4) |",
         "| other kernels | 0.050 | 0.100 |",
         "| **all kernels** | 1.450 | 1.700 |",
         "| **step** | 1.600 | 1.800 |",
     ]
     assert "N = 4, decode:" in section
-    assert kernel_tables([_variant("0.5.23", (2.0, 1.9, 2.2), (4.0, 3.8, 4.4))], [4], [3]) is None
+    lost = kernel_tables(results[2:], [profiles[0], _profiled("exact", [], 9.0)], [4], [])
+    assert "| **all kernels** | 1.450 | none recorded |" in lost
+    assert kernel_tables(results, [], [4], []) is None
+
+
+def test_kernel_times_keep_the_devices_kernels_per_forward():
+    """``per_call`` over the profiler's averages: on CUDA the device's kernels only (the host's
+    ops, whose times include their kernels, and ``record_function`` ranges on the device
+    left out), their launches and device time divided by the forwards profiled, longest
+    first."""
+    from torch.autograd import DeviceType
+
+    from gdn_parity.drift.cost.timing import per_call
+
+    def event(key, device, count, device_us, cpu_us=0.0, annotation=False):
+        return SimpleNamespace(
+            key=key, device_type=device, count=count, self_device_time_total=device_us,
+            self_cpu_time_total=cpu_us, is_user_annotation=annotation,
+        )  # fmt: skip
+
+    averages = [
+        event("aten::mm", DeviceType.CPU, 6, 900.0, cpu_us=50.0),
+        event("few_rows", DeviceType.CUDA, 6, 900.0),
+        event("forward", DeviceType.CUDA, 3, 3000.0, annotation=True),
+        event("rmsnorm", DeviceType.CUDA, 12, 1200.0),
+    ]
+    assert per_call(averages, 3, cuda=True) == [
+        KernelTime("rmsnorm", 4.0, 0.4),
+        KernelTime("few_rows", 2.0, 0.3),
+    ]
+    assert per_call(averages, 3, cuda=False) == [KernelTime("aten::mm", 2.0, 50.0 / 3 / 1e3)]
+
+
+def test_profile_jobs_come_after_the_timed_ones_in_processes_of_their_own(tmp_path, monkeypatch):
+    """``--profile`` adds one job per variant that profiles, captures no graph and whose times
+    are not the table's; the timed jobs stay as they were; without it, none."""
+    from gdn_parity.drift.cost import plan as cost_plan
+    from gdn_parity.drift.run.variants import variant_named
+
+    monkeypatch.setattr(cost_plan, "variant_tree", lambda series, v: tmp_path / v.name)
+    variants = [variant_named("0.5.23"), variant_named("deterministic-exact-parity")]
+    plan = cost_plan.CostPlan(
+        variants, "27b", "cuda", [1], "bfloat16", [64], [3], 30, True, tmp_path, rounds=2
+    )
+    assert cost_plan.profile_jobs(None, plan, tmp_path) == []
+    profiled = dataclasses.replace(plan, profile=True)
+    timed = cost_plan.cost_jobs(None, profiled, tmp_path)
+    assert timed == cost_plan.cost_jobs(None, plan, tmp_path)
+    jobs = cost_plan.profile_jobs(None, profiled, tmp_path)
+    assert [(j.variant, j.profile, j.graphs, j.replays) for j in jobs] == [
+        ("0.5.23", True, False, 1),
+        ("deterministic-exact-parity", True, False, 1),
+    ]
+    assert not {j.out for j in jobs} & {j.out for j in timed}
 
 
 def test_a_steps_kernels_survive_the_workers_json():
@@ -235,6 +299,9 @@ def test_a_steps_kernels_survive_the_workers_json():
     back = VariantCost.from_json(json.dumps(sent.to_dict()))
     assert back == sent
     assert isinstance(back.steps[0].kernels[0], KernelTime)
+    old = sent.to_dict()
+    del old["steps"][0]["kernels"]  # a cost.json from before --profile
+    assert VariantCost.from_json(json.dumps(old)).steps[0].kernels == []
 
 
 def test_kernel_times_are_per_call_of_the_profiled_function():

@@ -445,8 +445,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--profile",
         action="store_true",
-        help="also profile each step's eager forward (after the warm-up, outside the timed "
-        "replays) and add a table of its kernels per variant: where the time goes",
+        help="then run each variant once more, in a process that times nothing, with each "
+        "step's eager forward under torch's profiler; cost.md gets each step's kernels per "
+        "variant side by side (where the time goes), profile.json all of them",
     )
     p.add_argument(
         "--variants",

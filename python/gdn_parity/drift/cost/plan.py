@@ -9,6 +9,7 @@ a drift of the GPU's clocks over the run shows as a spread of the ratio, not as 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from dataclasses import dataclass
@@ -41,53 +42,79 @@ class CostPlan:
     kv_cache_dtype: str = "auto"  # sglang's --kv-cache-dtype, the same for every variant
     kv_scale: float | None = None
     rounds: int = 1  # passes over the variants, in turn
-    profile: bool = False  # each step's kernels too (timing.kernel_times)
+    profile: bool = False  # then each variant's kernels, in jobs of their own (profile_jobs)
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
             raise ValueError(f"rounds must be at least 1, not {self.rounds}")
 
 
+def _job(series: Series, plan: CostPlan, v: Variant, r: int, out: Path) -> CostJob:
+    return CostJob(
+        variant=v.name,
+        tree=str(variant_tree(series, v)),
+        exact_parity=v.exact_parity,
+        deterministic=v.deterministic,
+        isolate=v.isolate,
+        size=plan.size,
+        device=plan.device,
+        prompt=plan.prompt,
+        batches=plan.batches,
+        gammas=plan.gammas,
+        ssm_dtype=plan.ssm_dtype,
+        kv_cache_dtype=plan.kv_cache_dtype,
+        kv_scale=plan.kv_scale,
+        replays=plan.replays,
+        graphs=plan.graphs,
+        round=r,
+        out=str(out),
+    )
+
+
 def cost_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]:
+    """The timed jobs: every variant once per round, in alternating order."""
     return [
-        CostJob(
-            variant=v.name,
-            tree=str(variant_tree(series, v)),
-            exact_parity=v.exact_parity,
-            deterministic=v.deterministic,
-            isolate=v.isolate,
-            size=plan.size,
-            device=plan.device,
-            prompt=plan.prompt,
-            batches=plan.batches,
-            gammas=plan.gammas,
-            ssm_dtype=plan.ssm_dtype,
-            kv_cache_dtype=plan.kv_cache_dtype,
-            kv_scale=plan.kv_scale,
-            replays=plan.replays,
-            graphs=plan.graphs,
-            round=r,
-            profile=plan.profile,
-            out=str(raw_dir / f"{v.name}.{r}.json"),
-        )
+        _job(series, plan, v, r, raw_dir / f"{v.name}.{r}.json")
         for r in range(plan.rounds)
         for v in (plan.variants if r % 2 == 0 else plan.variants[::-1])
     ]
 
 
+def profile_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]:
+    """With ``plan.profile``, one job per variant after the timed ones, in a process of its own:
+    each step's kernels, eager and in capture mode (``timing.time_step``). CUPTI then never runs
+    in a process whose replays are timed, nor before a capture."""
+    if not plan.profile:
+        return []
+    return [
+        dataclasses.replace(
+            _job(series, plan, v, 0, raw_dir / f"{v.name}.profile.json"),
+            profile=True,
+            graphs=False,
+            replays=1,
+        )
+        for v in plan.variants
+    ]
+
+
 def run_cost(series: Series, plan: CostPlan) -> str:
-    """Run the plan; write ``cost.md`` and ``cost.json`` under ``plan.out_dir``; the report."""
+    """Run the plan; write ``cost.md`` and ``cost.json`` (and with ``plan.profile``,
+    ``profile.json``) under ``plan.out_dir``; the report."""
     with tempfile.TemporaryDirectory() as raw_dir:
         jobs = cost_jobs(series, plan, Path(raw_dir))
+        profiling = profile_jobs(series, plan, Path(raw_dir))
         passes = f" in turn, {plan.rounds} times" if plan.rounds > 1 else ""
-        note(f"timing {len(plan.variants)} variant(s), one at a time{passes}")
-        bar = Bar("cost", "step", sum(j.progress_total for j in jobs))
+        then = ", then profiling each" if profiling else ""
+        note(f"timing {len(plan.variants)} variant(s), one at a time{passes}{then}")
+        bar = Bar("cost", "step", sum(j.progress_total for j in jobs + profiling))
         try:  # one job at a time, in the plan's order (the rounds alternate it)
-            results = [
-                run_workers(WORKER, [job], 1, plan.device, bar, VariantCost)[0] for job in jobs
+            done = [
+                run_workers(WORKER, [job], 1, plan.device, bar, VariantCost)[0]
+                for job in jobs + profiling
             ]
         finally:
             bar.close()
+    results, profiles = done[: len(jobs)], done[len(jobs) :]
     eager = eager_steps(results)
     if eager is not None:
         note(f"warning: {eager}")
@@ -101,9 +128,12 @@ def run_cost(series: Series, plan: CostPlan) -> str:
             "",
             cost_table(results, plan.batches, plan.gammas),
             legend(plan.variants[0].name, plan.replays, bandwidths, plan.rounds),
-            kernel_tables(results, plan.batches, plan.gammas) or "",
+            kernel_tables(results, profiles, plan.batches, plan.gammas) or "",
         )
     )
     (plan.out_dir / "cost.md").write_text(report)
     (plan.out_dir / "cost.json").write_text(json.dumps([r.to_dict() for r in results], indent=1))
+    if profiles:
+        profile = json.dumps([p.to_dict() for p in profiles], indent=1)
+        (plan.out_dir / "profile.json").write_text(profile)
     return report

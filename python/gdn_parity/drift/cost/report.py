@@ -172,7 +172,22 @@ def legend(reference: str, replays: int, bandwidths: list[float], rounds: int = 
 
 
 KERNELS_SHOWN = 12  # per variant and step, in cost --profile's tables
-NAME_WIDTH = 90  # a kernel's name is cut there in the tables (the JSON keeps it whole)
+NAME_HEAD, NAME_TAIL = 60, 24  # a longer kernel name is shown as its head … its tail
+
+
+def short_name(name: str) -> str:
+    """A kernel's name for a table: without ``void `` and its parameter list, and when still
+    long, its head and its tail (the JSON keeps it whole)."""
+    name = name.removeprefix("void ")
+    depth = 0
+    for i in range(len(name) - 1, -1, -1) if name.endswith(")") else ():
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:  # the parameter list's "("
+            name = name[:i] or name
+            break
+    if len(name) > NAME_HEAD + NAME_TAIL + 1:
+        name = f"{name[:NAME_HEAD]}…{name[-NAME_TAIL:]}"
+    return name.replace("|", "\\|")
 
 
 def _kernel_cell(kernels: dict[str, KernelTime], name: str) -> str:
@@ -181,29 +196,37 @@ def _kernel_cell(kernels: dict[str, KernelTime], name: str) -> str:
 
 
 def kernel_tables(
-    results: list[VariantCost], batches: list[int], gammas: list[int], shown: int = KERNELS_SHOWN
+    results: list[VariantCost],
+    profiles: list[VariantCost],
+    batches: list[int],
+    gammas: list[int],
+    shown: int = KERNELS_SHOWN,
 ) -> str | None:
-    """``cost --profile``'s section: per N and step, the kernels of each variant side by side
-    (ms per forward, launches), the ``shown`` longest of each variant's, then the rest, all of
-    them, and the step's median; the first round's profiles. None when nothing was profiled."""
-    first = min(r.round for r in results)
-    runs = [r for r in results if r.round == first]
-    if not any(s.kernels for r in runs for s in r.steps):
+    """``cost --profile``'s section: per N and step, the kernels of each variant's profile side
+    by side (ms per forward, launches), the ``shown`` longest of each, then the rest, all of
+    them, and the step's timed median (the first round's, from ``results``). None without
+    profiles; a step whose profile recorded no kernel says so."""
+    if not profiles:
         return None
-    names = [r.variant for r in runs]
+    first = min(r.round for r in results)
+    timed = {r.variant: r for r in results if r.round == first}
+    names = [p.variant for p in profiles]
     shapes = [("decode", 1)] + [("verify", g + 1) for g in gammas]
     out = [
         "## Where the time goes (`--profile`)",
         "",
-        "Each kernel's device time per forward in ms, and its launches per forward in brackets, "
-        f"from {PROFILED} eager forwards under torch's profiler after the warm-up (the graph "
-        "replays these kernels), in the first round. The longest "
-        f"{shown} of each variant's kernels, then the rest summed. **all kernels** against "
-        "**step** (the timed median) shows the time no kernel ran.",
+        "Each kernel's device time per forward in ms, and its launches per forward in brackets "
+        "(a fraction: the profiler lost some), from "
+        f"{PROFILED} eager forwards in capture mode under torch's profiler, after the warm-up, "
+        "in a process of each variant's own that times nothing (a graph replays these kernels). "
+        f"The longest {shown} of each variant's kernels, then the rest summed. **all kernels** "
+        "is their sum; kernels on sglang's alternate stream overlap others, so it is not the "
+        "step's busy time. **step** is the timed median (the first round's). One kernel name "
+        "can serve many layers (the mode's GEMMs are one Triton kernel).",
     ]
     for n in batches:
         for phase, width in shapes:
-            steps = [run.step(phase, n, width) for run in runs]
+            steps = [p.step(phase, n, width) for p in profiles]
             by_name = [{k.name: k for k in s.kernels} for s in steps]
             top = [k.name for s in steps for k in s.kernels[:shown]]
             rows = sorted(
@@ -217,15 +240,18 @@ def kernel_tables(
                 "|---|" + "---|" * len(names),
             ]
             for name in rows:
-                cut = name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 1] + "…"
                 cells = [_kernel_cell(k, name) for k in by_name]
-                out.append(f"| `{cut}` | " + " | ".join(cells) + " |")
+                out.append(f"| `{short_name(name)}` | " + " | ".join(cells) + " |")
             rest = [sum(k.ms for k in s.kernels if k.name not in rows) for s in steps]
-            total = [sum(k.ms for k in s.kernels) for s in steps]
+            total = [
+                f"{sum(k.ms for k in s.kernels):.3f}" if s.kernels else "none recorded"
+                for s in steps
+            ]
+            median = [f"{timed[v].step(phase, n, width).median_ms:.3f}" for v in names]
             out += [
                 "| other kernels | " + " | ".join(f"{ms:.3f}" for ms in rest) + " |",
-                "| **all kernels** | " + " | ".join(f"{ms:.3f}" for ms in total) + " |",
-                "| **step** | " + " | ".join(f"{s.median_ms:.3f}" for s in steps) + " |",
+                "| **all kernels** | " + " | ".join(total) + " |",
+                "| **step** | " + " | ".join(median) + " |",
             ]
     return "\n".join(out) + "\n"
 

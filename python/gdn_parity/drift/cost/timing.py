@@ -9,10 +9,11 @@ the plumbing, the interpreter's times mean nothing). A capture that fails falls
 back to timing the eager forward, and the result says why. The model's state is
 restored afterwards.
 
-With ``profile`` (``cost --profile``), the eager forward also runs a few times under
+With ``profile`` (``cost --profile``'s jobs, which time nothing of record: CUPTI is never
+loaded in a process whose replays are timed), the eager forward also runs a few times under
 torch's profiler, after the warm-up and in the same mode: each kernel's device time and
-launches per forward (``kernel_times``), to say where a step's time goes. The captured
-graph replays the kernels of that forward; the profile is not part of the timed replays.
+launches per forward (``kernel_times``), to say where a step's time goes. A captured graph
+replays the kernels of that forward.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -56,31 +57,40 @@ def _elapsed_ms(run: Callable[[], object], cuda: bool) -> float:
     return begin.elapsed_time(end)
 
 
-def kernel_times(run: Callable[[], object], cuda: bool, calls: int = PROFILED) -> list[KernelTime]:
-    """Each kernel ``run`` launches, with its launches and its device time per call of ``run``,
-    longest first, from ``calls`` calls under torch's profiler. On CPU: each op's own CPU time
-    (only the plumbing is checked there)."""
+def per_call(averages: Iterable, calls: int, cuda: bool) -> list[KernelTime]:
+    """``prof.key_averages()`` as ``KernelTime``s per call of the profiled function, longest
+    first: on CUDA the device's kernels, copies and fills (the host's ops, whose kernels are
+    their children, and ``record_function`` ranges on the device are left out, as torch's own
+    totals leave them); on CPU the ops' own CPU time."""
     from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
 
-    # on CUDA the host's ops are recorded too (the kernels hang off them) and left out below
-    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
     device = DeviceType.CUDA if cuda else DeviceType.CPU
-    with profile(activities=activities) as prof:
-        for _ in range(calls):
-            run()
-        if cuda:
-            torch.cuda.synchronize()
     kernels = [
         KernelTime(
             name=e.key,
             calls=e.count / calls,
             ms=(e.self_device_time_total if cuda else e.self_cpu_time_total) / calls / 1e3,
         )
-        for e in prof.key_averages()
-        if e.device_type == device
+        for e in averages
+        if e.device_type == device and not e.is_user_annotation
     ]
     return sorted(kernels, key=lambda k: k.ms, reverse=True)
+
+
+def kernel_times(run: Callable[[], object], cuda: bool, calls: int = PROFILED) -> list[KernelTime]:
+    """Each kernel ``run`` launches, with its launches and its device time per call of ``run``,
+    from ``calls`` calls under torch's profiler (``per_call``). On CPU: each op's own CPU time
+    (only the plumbing is checked there)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    # on CUDA the host's ops are recorded too (the kernels hang off them) and left out
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            run()
+        if cuda:
+            torch.cuda.synchronize()
+    return per_call(prof.key_averages(), calls, cuda)
 
 
 def _p90(samples: list[float]) -> float:
@@ -102,7 +112,8 @@ def time_step(
 ) -> StepTime:
     """The median time of one ``phase`` forward of ``width`` rows per request, and its floor:
     the bytes it must move (``floor.step_bytes``) over ``bandwidth`` (bytes/s); with
-    ``profile``, its kernels (``kernel_times``)."""
+    ``profile``, its kernels (``kernel_times``), from the eager forward in capture mode (a
+    profiling job passes ``graphs=False``: no capture after CUPTI in its process)."""
     cuda = model.device == "cuda"
     moved = step_bytes(
         model.c,
@@ -117,8 +128,10 @@ def time_step(
     snap = model.snapshot()  # after the resize, in host memory (ServerModel.snapshot)
     step = model.prepare_step(phase, width)
     graph = cuda and graphs
-    # sglang's graph runner warms up and captures in its capture mode
-    with model.capture_mode() if graph else contextlib.nullcontext():
+    # sglang's graph runner warms up and captures in its capture mode; a profile (which
+    # captures nothing) runs there too, so that it sees the kernels a replay would run
+    replayed = cuda and (graphs or profile)
+    with model.capture_mode() if replayed else contextlib.nullcontext():
         for _ in range(warmup):
             step.run()
         kernels = kernel_times(step.run, cuda) if profile else []

@@ -36,7 +36,8 @@ class CostJob:
     replays: int = 50
     graphs: bool = True
     round: int = 0  # which pass over the variants this is (cost --rounds)
-    profile: bool = False  # cost --profile: each step's kernels too
+    # cost --profile's job: each step's kernels (its times, eager, are not the table's)
+    profile: bool = False
     out: str = ""
 
     @property
