@@ -403,6 +403,14 @@ def test_cost_refuses_the_interpreter_before_any_work(device, message, tmp_path,
     assert list(tmp_path.iterdir()) == []
 
 
+def test_cost_refuses_a_profile_of_eager_steps_naming_the_fix(tmp_path, run_cli):
+    """``--profile`` profiles what a graph replays (capture mode); ``--no-graphs`` times eager
+    steps outside it: refused at start-up, before any work."""
+    proc = run_cli("cost", "--profile", "--no-graphs", "--out", str(tmp_path / "out"))
+    assert_refused(proc, "--profile profiles the kernels a CUDA graph replays: drop --no-graphs")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "args,message",
     [

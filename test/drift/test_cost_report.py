@@ -218,11 +218,11 @@ def test_the_profile_puts_each_variants_kernels_side_by_side_longest_first():
             9.0,
         ),
     ]  # fmt: skip
-    results = [  # round 1 listed first: the table's step is round 0's
-        _profiled("exact", [], 1.9, round_=1),
-        _profiled("0.5.23", [], 1.5, round_=1),
+    results = [  # as the rounds ran: the table's step is the first round's
         _profiled("0.5.23", [], 1.6),
         _profiled("exact", [], 1.8),
+        _profiled("exact", [], 1.9, round_=1),
+        _profiled("0.5.23", [], 1.5, round_=1),
     ]
     section = kernel_tables(results, profiles, [4], [], shown=2)
     rows = [line for line in section.splitlines() if line.startswith("| ")]
@@ -236,7 +236,8 @@ def test_the_profile_puts_each_variants_kernels_side_by_side_longest_first():
         "| **step** | 1.600 | 1.800 |",
     ]
     assert "N = 4, decode:" in section
-    lost = kernel_tables(results[2:], [profiles[0], _profiled("exact", [], 9.0)], [4], [])
+    lost = kernel_tables(results[:2], [profiles[0], _profiled("exact", [], 9.0)], [4], [], 2)
+    assert "| other kernels | 0.050 | - |" in lost
     assert "| **all kernels** | 1.450 | none recorded |" in lost
     assert kernel_tables(results, [], [4], []) is None
 
@@ -323,3 +324,90 @@ def test_kernel_times_are_per_call_of_the_profiled_function():
     assert by_name["aten::add"].calls == 1.0
     assert all(k.ms >= 0 for k in kernels) and by_name["aten::mm"].ms > 0
     assert [k.ms for k in kernels] == sorted((k.ms for k in kernels), reverse=True)
+
+
+def test_kernel_names_are_cut_to_be_read_and_told_apart():
+    """A table shows a kernel without ``void`` and its parameter list (a copy's or a fill's
+    bracket stays), a long name as its head and tail, ``|`` escaped; two kernels cut to the
+    same text are numbered."""
+    from gdn_parity.drift.cost.report import short_name
+
+    assert short_name("void f<(int)1>(float*, int)::{lambda(int)#1}(int)") == (
+        "f<(int)1>(float*, int)::{lambda(int)#1}"
+    )
+    assert short_name("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD (Pageable -> Device)"
+    assert short_name("a|b") == "a\\|b"
+    long_a, long_b = (
+        "k<" + "x" * 100 + "Mul" + "y" * 30 + ">",
+        "k<" + "x" * 100 + "Div" + "y" * 30 + ">",
+    )
+    assert short_name(long_a) == short_name(long_b) and len(short_name(long_a)) == 85
+    profiles = [_profiled("v", [KernelTime(long_a, 1.0, 0.2), KernelTime(long_b, 1.0, 0.1)], 1)]
+    section = kernel_tables([_profiled("v", [], 1.0)], profiles, [4], [])
+    assert f"| `{short_name(long_a)}` | 0.200 (1) |" in section
+    assert f"| `{short_name(long_a)} [2]` | 0.100 (1) |" in section
+
+
+def test_cost_writes_the_timed_table_before_profiling_and_keeps_it_if_the_profile_fails(
+    tmp_path, monkeypatch
+):
+    """``run_cost`` with ``--profile``: the timed jobs' results are the table and ``cost.json``,
+    the profile jobs' the section and ``profile.json``; a profile that fails leaves the timed
+    table, with a line saying so. (Workers replaced by their results: the split is checked,
+    not the GPU.)"""
+    from gdn_parity.drift.cost import plan as cost_plan
+    from gdn_parity.drift.run.variants import variant_named
+    from gdn_parity.errors import GdnParityError
+
+    monkeypatch.setattr(cost_plan, "variant_tree", lambda series, v: tmp_path / v.name)
+    plan = cost_plan.CostPlan(
+        [variant_named("0.5.23"), variant_named("deterministic-exact-parity")], "large", "cuda",
+        [1], "bfloat16", [4], [3], 30, True, tmp_path / "out", profile=True,
+    )  # fmt: skip
+
+    def worker(name, job, median, kernels):
+        step = lambda phase, w: StepTime(  # noqa: E731
+            phase, 4, 4, w, median, median, median, 30, not job.profile, "", 10**9, 0.5, kernels
+        )
+        return VariantCost(
+            job.variant, "tree", "cuda", "large", "bfloat16", [], [step("decode", 1),
+            step("verify", 4)], 1.0, 2e12, round=job.round,
+        )  # fmt: skip
+
+    ran = []
+
+    def fake_workers(module, jobs, parallel, device, bar, result_type):
+        (job,) = jobs
+        ran.append((job.variant, job.profile))
+        if job.profile:
+            return [worker(job.variant, job, 99.0, [KernelTime(f"k_{job.variant}", 1.0, 0.5)])]
+        return [worker(job.variant, job, 2.0, [])]
+
+    monkeypatch.setattr(cost_plan, "run_workers", fake_workers)
+    report = cost_plan.run_cost(None, plan)
+    assert ran == [
+        ("0.5.23", False), ("deterministic-exact-parity", False),
+        ("0.5.23", True), ("deterministic-exact-parity", True),
+    ]  # fmt: skip
+    out = tmp_path / "out"
+    timed = [
+        VariantCost.from_json(json.dumps(r)) for r in json.loads((out / "cost.json").read_text())
+    ]
+    assert {s.median_ms for r in timed for s in r.steps} == {2.0}
+    profiled = json.loads((out / "profile.json").read_text())
+    assert [p["steps"][0]["kernels"][0]["name"] for p in profiled] == [
+        "k_0.5.23", "k_deterministic-exact-parity",
+    ]  # fmt: skip
+    assert "| `k_0.5.23` | 0.500 (1) | - |" in report and "| **step** | 2.000 | 2.000 |" in report
+    assert (out / "cost.md").read_text() == report
+
+    def failing_profile(module, jobs, parallel, device, bar, result_type):
+        if jobs[0].profile:
+            raise GdnParityError("worker deterministic-exact-parity failed: CUDA error\nlog: x")
+        return fake_workers(module, jobs, parallel, device, bar, result_type)
+
+    monkeypatch.setattr(cost_plan, "run_workers", failing_profile)
+    report = cost_plan.run_cost(None, plan)
+    assert "| **step**" not in report and "1.00x" in report
+    assert "The profile (`--profile`) failed: worker deterministic-exact-parity failed" in report
+    assert not (out / "profile.json").exists()

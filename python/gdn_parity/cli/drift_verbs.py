@@ -190,6 +190,10 @@ def cmd_cost(args: argparse.Namespace) -> int:
     from gdn_parity.debug.issue35150 import INPUT_IDS
     from gdn_parity.drift.cost.plan import CostPlan, run_cost
 
+    if args.profile and args.no_graphs:
+        raise GdnParityError(
+            "--profile profiles the kernels a CUDA graph replays: drop --no-graphs or --profile"
+        )
     if args.device != "cuda":
         raise GdnParityError(
             "cost times GPU kernels: pass --device cuda (under the Triton interpreter it "
@@ -230,7 +234,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
         profile=args.profile,
     )
     print(run_cost(series, plan), end="")
-    print(f"wrote {out_dir / 'cost.md'}, {out_dir / 'cost.json'}")
+    profile = f", {out_dir / 'profile.json'}" if (out_dir / "profile.json").exists() else ""
+    print(f"wrote {out_dir / 'cost.md'}, {out_dir / 'cost.json'}{profile}")
     return 0
 
 

@@ -15,12 +15,19 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdn_parity.drift.cost.report import cost_table, eager_steps, kernel_tables, legend
+from gdn_parity.drift.cost.report import (
+    cost_table,
+    eager_steps,
+    kernel_tables,
+    legend,
+    profile_gaps,
+)
 from gdn_parity.drift.cost.results import VariantCost
 from gdn_parity.drift.cost.worker import CostJob
 from gdn_parity.drift.model.stacks import describe_kv_cache
 from gdn_parity.drift.run.pool import Bar, run_workers
 from gdn_parity.drift.run.variants import Variant, variant_tree
+from gdn_parity.errors import GdnParityError
 from gdn_parity.notes import note
 from gdn_parity.queue.series import Series
 
@@ -47,6 +54,9 @@ class CostPlan:
     def __post_init__(self) -> None:
         if self.rounds < 1:
             raise ValueError(f"rounds must be at least 1, not {self.rounds}")
+        if self.profile and not self.graphs:
+            # the profile runs in capture mode, as a replay does; eager steps run outside it
+            raise ValueError("profile needs graphs: the profile is of what a replay runs")
 
 
 def _job(series: Series, plan: CostPlan, v: Variant, r: int, out: Path) -> CostJob:
@@ -97,43 +107,65 @@ def profile_jobs(series: Series, plan: CostPlan, raw_dir: Path) -> list[CostJob]
     ]
 
 
+def _run(jobs: list[CostJob], device: str, label: str) -> list[VariantCost]:
+    """``jobs`` one at a time, in their order (the rounds alternate it), behind one bar."""
+    bar = Bar(label, "step", sum(j.progress_total for j in jobs))
+    try:
+        return [run_workers(WORKER, [job], 1, device, bar, VariantCost)[0] for job in jobs]
+    finally:
+        bar.close()
+
+
 def run_cost(series: Series, plan: CostPlan) -> str:
-    """Run the plan; write ``cost.md`` and ``cost.json`` (and with ``plan.profile``,
-    ``profile.json``) under ``plan.out_dir``; the report."""
+    """Run the plan; write ``cost.md`` and ``cost.json`` under ``plan.out_dir``; with
+    ``plan.profile``, then profile each variant and, where that works, add its section to
+    ``cost.md`` and write ``profile.json`` (a profile that fails leaves the timed table, with a
+    line saying so). The report."""
     with tempfile.TemporaryDirectory() as raw_dir:
-        jobs = cost_jobs(series, plan, Path(raw_dir))
-        profiling = profile_jobs(series, plan, Path(raw_dir))
         passes = f" in turn, {plan.rounds} times" if plan.rounds > 1 else ""
-        then = ", then profiling each" if profiling else ""
-        note(f"timing {len(plan.variants)} variant(s), one at a time{passes}{then}")
-        bar = Bar("cost", "step", sum(j.progress_total for j in jobs + profiling))
-        try:  # one job at a time, in the plan's order (the rounds alternate it)
-            done = [
-                run_workers(WORKER, [job], 1, plan.device, bar, VariantCost)[0]
-                for job in jobs + profiling
-            ]
-        finally:
-            bar.close()
-    results, profiles = done[: len(jobs)], done[len(jobs) :]
-    eager = eager_steps(results)
-    if eager is not None:
-        note(f"warning: {eager}")
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
+        note(f"timing {len(plan.variants)} variant(s), one at a time{passes}")
+        results = _run(cost_jobs(series, plan, Path(raw_dir)), plan.device, "cost")
+        eager = eager_steps(results)
+        if eager is not None:
+            note(f"warning: {eager}")
+        plan.out_dir.mkdir(parents=True, exist_ok=True)
+        (plan.out_dir / "cost.json").write_text(
+            json.dumps([r.to_dict() for r in results], indent=1)
+        )
+        report = _report(plan, results, "")
+        (plan.out_dir / "cost.md").write_text(report)
+        if not plan.profile:
+            return report
+        (plan.out_dir / "profile.json").unlink(missing_ok=True)  # no earlier run's
+        note(f"profiling {len(plan.variants)} variant(s), one at a time")
+        try:
+            profiles = _run(profile_jobs(series, plan, Path(raw_dir)), plan.device, "profile")
+        except GdnParityError as exc:
+            note(f"warning: the profile failed; cost.md has the timed table only: {exc}")
+            section = f"The profile (`--profile`) failed: {str(exc).splitlines()[0]}\n"
+        else:
+            empty = profile_gaps(profiles)
+            if empty is not None:
+                note(f"warning: {empty}")
+            section = kernel_tables(results, profiles, plan.batches, plan.gammas) or ""
+            (plan.out_dir / "profile.json").write_text(
+                json.dumps([p.to_dict() for p in profiles], indent=1)
+            )
+    report = _report(plan, results, section)
+    (plan.out_dir / "cost.md").write_text(report)
+    return report
+
+
+def _report(plan: CostPlan, results: list[VariantCost], section: str) -> str:
     kv = describe_kv_cache("bfloat16", plan.kv_cache_dtype, plan.kv_scale)
     bandwidths = [r.bandwidth for r in results]
-    report = "\n".join(
+    return "\n".join(
         (
             f"# gdn-parity cost: {plan.size} model on {plan.device}, {plan.ssm_dtype} SSM pool, "
             f"{kv}, server stack, gammas {','.join(map(str, plan.gammas))}",
             "",
             cost_table(results, plan.batches, plan.gammas),
             legend(plan.variants[0].name, plan.replays, bandwidths, plan.rounds),
-            kernel_tables(results, profiles, plan.batches, plan.gammas) or "",
+            section,
         )
     )
-    (plan.out_dir / "cost.md").write_text(report)
-    (plan.out_dir / "cost.json").write_text(json.dumps([r.to_dict() for r in results], indent=1))
-    if profiles:
-        profile = json.dumps([p.to_dict() for p in profiles], indent=1)
-        (plan.out_dir / "profile.json").write_text(profile)
-    return report

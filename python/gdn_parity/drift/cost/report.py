@@ -182,8 +182,9 @@ def short_name(name: str) -> str:
     depth = 0
     for i in range(len(name) - 1, -1, -1) if name.endswith(")") else ():
         depth += {")": 1, "(": -1}.get(name[i], 0)
-        if depth == 0:  # the parameter list's "("
-            name = name[:i] or name
+        if depth == 0:  # the parameter list's "(", unless a space precedes it (Memcpy, Memset)
+            if i > 0 and name[i - 1] != " ":
+                name = name[:i]
             break
     if len(name) > NAME_HEAD + NAME_TAIL + 1:
         name = f"{name[:NAME_HEAD]}…{name[-NAME_TAIL:]}"
@@ -218,11 +219,13 @@ def kernel_tables(
         "Each kernel's device time per forward in ms, and its launches per forward in brackets "
         "(a fraction: the profiler lost some), from "
         f"{PROFILED} eager forwards in capture mode under torch's profiler, after the warm-up, "
-        "in a process of each variant's own that times nothing (a graph replays these kernels). "
+        "in a process of each variant's own that captures no graph and whose times are not this "
+        "table's (a graph replays these kernels). "
         f"The longest {shown} of each variant's kernels, then the rest summed. **all kernels** "
         "is their sum; kernels on sglang's alternate stream overlap others, so it is not the "
         "step's busy time. **step** is the timed median (the first round's). One kernel name "
-        "can serve many layers (the mode's GEMMs are one Triton kernel).",
+        "can serve many layers (the mode's GEMMs are one Triton kernel); two names cut to the "
+        "same text get [2], [3] (`profile.json` has them whole).",
     ]
     for n in batches:
         for phase, width in shapes:
@@ -239,17 +242,25 @@ def kernel_tables(
                 "| kernel | " + " | ".join(names) + " |",
                 "|---|" + "---|" * len(names),
             ]
+            shown_as: dict[str, int] = {}
             for name in rows:
                 cells = [_kernel_cell(k, name) for k in by_name]
-                out.append(f"| `{short_name(name)}` | " + " | ".join(cells) + " |")
-            rest = [sum(k.ms for k in s.kernels if k.name not in rows) for s in steps]
+                label = short_name(name)
+                shown_as[label] = shown_as.get(label, 0) + 1
+                if shown_as[label] > 1:  # two kernels cut to one name: tell them apart
+                    label += f" [{shown_as[label]}]"
+                out.append(f"| `{label}` | " + " | ".join(cells) + " |")
+            rest = [
+                f"{sum(k.ms for k in s.kernels if k.name not in rows):.3f}" if s.kernels else "-"
+                for s in steps
+            ]
             total = [
                 f"{sum(k.ms for k in s.kernels):.3f}" if s.kernels else "none recorded"
                 for s in steps
             ]
             median = [f"{timed[v].step(phase, n, width).median_ms:.3f}" for v in names]
             out += [
-                "| other kernels | " + " | ".join(f"{ms:.3f}" for ms in rest) + " |",
+                "| other kernels | " + " | ".join(rest) + " |",
                 "| **all kernels** | " + " | ".join(total) + " |",
                 "| **step** | " + " | ".join(median) + " |",
             ]
@@ -257,3 +268,16 @@ def kernel_tables(
 
 
 _NONE = KernelTime("", 0.0, 0.0)
+
+
+def profile_gaps(profiles: list[VariantCost]) -> str | None:
+    """A line naming the profiled steps that recorded no kernel, or None."""
+    empty = [
+        f"{p.variant} N={s.requests} {_step_name(s)}"
+        for p in profiles
+        for s in p.steps
+        if not s.kernels
+    ]
+    if not empty:
+        return None
+    return f"{len(empty)} profiled step(s) recorded no kernel: {', '.join(empty)}"

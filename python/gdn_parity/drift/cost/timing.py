@@ -115,6 +115,8 @@ def time_step(
     ``profile``, its kernels (``kernel_times``), from the eager forward in capture mode (a
     profiling job passes ``graphs=False``: no capture after CUPTI in its process)."""
     cuda = model.device == "cuda"
+    if profile and graphs and cuda:  # CUPTI before a capture: later profiles come back empty
+        raise ValueError("profile a step in a job that captures no graph (plan.profile_jobs)")
     moved = step_bytes(
         model.c,
         model.w.embed.element_size(),
@@ -130,7 +132,7 @@ def time_step(
     graph = cuda and graphs
     # sglang's graph runner warms up and captures in its capture mode; a profile (which
     # captures nothing) runs there too, so that it sees the kernels a replay would run
-    replayed = cuda and (graphs or profile)
+    replayed = cuda and (graphs or profile)  # a profile job's graphs=False (plan.profile_jobs)
     with model.capture_mode() if replayed else contextlib.nullcontext():
         for _ in range(warmup):
             step.run()
@@ -139,7 +141,10 @@ def time_step(
             run, note = _capture(step.run)
         else:
             run = step.run
-            note = "eager: --no-graphs" if cuda else "eager: CUDA graphs need --device cuda"
+            if profile:
+                note = "profiled: this eager time is not the table's"
+            else:
+                note = "eager: --no-graphs" if cuda else "eager: CUDA graphs need --device cuda"
     samples = [_elapsed_ms(run, cuda) for _ in range(replays)]
     model.restore(snap)
     return StepTime(
