@@ -160,13 +160,19 @@ def forward_estimate(
     return lines
 
 
-def study_args(default_shapes: list[str]) -> argparse.Namespace:
-    """A GEMM study's command line: --tree, --out (made here), --shapes, --replays."""
+def study_args(
+    default_shapes: list[str],
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> argparse.Namespace:
+    """A GEMM study's command line: --tree, --out (made here), --shapes, --replays, and the
+    study's own arguments (``add_arguments``)."""
     p = argparse.ArgumentParser()
     p.add_argument("--tree", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--shapes", default=",".join(default_shapes))
     p.add_argument("--replays", type=int, default=10)
+    if add_arguments is not None:
+        add_arguments(p)
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     return args

@@ -231,13 +231,8 @@ def write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def parse_args() -> argparse.Namespace:
-    """``gpu_common.study_args``'s command line, with the limits and a child's arguments."""
-    p = argparse.ArgumentParser(description="TMA-load GEMM tiles against the dispatched GEMM")
-    p.add_argument("--tree", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--shapes", default=",".join(STUDY_SHAPES))
-    p.add_argument("--replays", type=int, default=10)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The study's limits and a child's arguments, beside ``gpu_common.study_args``'s."""
     p.add_argument(
         "--candidate-limit", type=float, default=45.0, help="seconds one candidate's child may run"
     )
@@ -246,9 +241,6 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument("--candidate", help="(child) run this candidate alone, write its JSON")
     p.add_argument("--refs", type=Path, help="(child) the parent's reference rows")
-    args = p.parse_args()
-    (args.out / "cand").mkdir(parents=True, exist_ok=True)
-    return args
 
 
 def child_stem(label: str) -> str:
@@ -425,7 +417,8 @@ def save(out: Path, result: dict, t0: float) -> None:
 
 
 def main() -> None:
-    args = parse_args()
+    args = gpu_common.study_args(STUDY_SHAPES, add_arguments)
+    (args.out / "cand").mkdir(parents=True, exist_ok=True)
     if args.candidate:
         candidate_child(args)
         return
