@@ -1,9 +1,12 @@
-"""``run_workers``: what an interrupted run leaves in the cache's logs."""
+"""``run_workers``: what an interrupted run leaves in the cache's logs; ``serve``: what a worker
+frees."""
 
 from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -65,3 +68,48 @@ def test_an_interrupted_run_keeps_no_log_of_a_worker_it_took_for_a_failure(
     assert interrupted_after_the_failure.is_set()
     assert time.monotonic() - started < 30  # the running worker was stopped, not waited for
     assert list(logs.glob("*.log")) == []
+
+
+# A worker (``pool.serve``) that builds the server stack, resizes its pools as ``cost`` and
+# ``demo`` do, and reports whether the first pools were freed.
+POOLS_WORKER = """
+import gc, json, sys, weakref
+from types import SimpleNamespace
+
+from gdn_parity.drift.run.pool import serve
+
+
+def load(text):
+    return SimpleNamespace(**json.loads(text))
+
+
+def run(job, progress):
+    from gdn_parity.drift.model.stacks import StackSpec, build_stack
+
+    model = build_stack(StackSpec("server", "tiny", "cpu", max_len=16, requests=1))
+    first = weakref.ref(model.state)
+    model.set_draft_tokens(3)
+    gc.collect()
+    return SimpleNamespace(to_dict=lambda: {"first_pools_freed": first() is None})
+
+
+sys.exit(serve(sys.argv[1:], load, run))
+"""
+
+
+@pytest.mark.slow  # a worker that imports sglang and builds the tiny stack (~30 s)
+def test_a_worker_frees_the_first_pools_when_it_resizes_them(sglang_tree, tmp_path):
+    """``set_draft_tokens`` drops the old pools before it makes the new ones; in a worker
+    they must then be gone. Before ``serve`` imported sglang's backend modules first, their
+    first import (from inside the first pools' construction) kept those frames, and so the
+    first pools, alive: on an H100, cost at batch 64 ran out of memory in its first verify."""
+    out = tmp_path / "result.json"
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"tree": str(sglang_tree), "device": "cpu", "out": str(out)}))
+    script = tmp_path / "pools_worker.py"
+    script.write_text(POOLS_WORKER)
+    done = subprocess.run(
+        [sys.executable, str(script), str(job)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(out.read_text()) == {"first_pools_freed": True}

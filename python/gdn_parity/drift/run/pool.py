@@ -49,6 +49,11 @@ def serve(argv: list[str], load: Callable[[str], Any], run: Callable[[Any, Any],
     use_tree(Path(job.tree), job.device)
     import torch
 
+    from gdn_parity.drift.model.server.backends import import_sglang_modules
+
+    # before any weights or pools exist: their first import holds the frames on the stack
+    import_sglang_modules()
+
     torch.set_num_threads(1)  # workers run side by side
 
     def progress(n: int) -> None:

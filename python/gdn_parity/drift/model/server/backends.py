@@ -16,6 +16,7 @@ and 0006 build their backends here too.
 
 from __future__ import annotations
 
+import importlib
 import types
 from types import SimpleNamespace
 
@@ -28,6 +29,26 @@ from gdn_parity.drift.model.server.numerics import (
     SPLIT_TILE,
     ServerNumerics,
 )
+
+# The sglang modules this file imports when it first builds a pool. Their first import keeps
+# every frame then on the stack alive for the process (by bisection on CPU, Python 3.11: two
+# modules gdn_backend pulls in, sglang.srt.model_loader.post_load and
+# sglang.srt.layers.moe.token_dispatcher.base). Imported from ServerModel's first pools, that
+# held those pools, and the first model, to the end: on an H100 (Python 3.12) cost at batch
+# 64 ran out of memory in its first verify with the first decode pools (9.5 GiB) still held.
+# ``import_sglang_modules`` imports them first, where the stack holds nothing large.
+SGLANG_MODULES = (
+    "sglang.srt.layers.attention.linear.gdn_backend",
+    "sglang.srt.layers.attention.triton_backend",
+    "sglang.srt.mem_cache.memory_pool",
+)
+
+
+def import_sglang_modules() -> None:
+    """Import ``SGLANG_MODULES`` now: call it before any model exists (``pool.serve`` does)."""
+    for name in SGLANG_MODULES:
+        importlib.import_module(name)
+
 
 # sglang's --kv-cache-dtype values the server stack takes: "auto" (the model's dtype, as for a
 # checkpoint without kv_cache_quant_algo) and "fp8_e4m3" (torch.float8_e4m3fn).
