@@ -90,7 +90,13 @@ def run(job, progress):
     first = weakref.ref(model.state)
     model.set_draft_tokens(3)
     gc.collect()
-    return SimpleNamespace(to_dict=lambda: {"first_pools_freed": first() is None})
+    freed = first() is None
+    built = weakref.ref(model)
+    del model  # as cost does before its next batch's model
+    gc.collect()
+    return SimpleNamespace(
+        to_dict=lambda: {"first_pools_freed": freed, "model_freed": built() is None}
+    )
 
 
 sys.exit(serve(sys.argv[1:], load, run))
@@ -99,10 +105,12 @@ sys.exit(serve(sys.argv[1:], load, run))
 
 @pytest.mark.slow  # a worker that imports sglang and builds the tiny stack (~30 s)
 def test_a_worker_frees_the_first_pools_when_it_resizes_them(sglang_tree, tmp_path):
-    """``set_draft_tokens`` drops the old pools before it makes the new ones; in a worker
-    they must then be gone. Before ``serve`` imported sglang's backend modules first, their
-    first import (from inside the first pools' construction) kept those frames, and so the
-    first pools, alive: on an H100, cost at batch 64 ran out of memory in its first verify."""
+    """``set_draft_tokens`` drops the old pools before it makes the new ones, and ``cost``
+    drops a model before the next batch's: in a worker both must then be gone. Before
+    ``serve`` imported sglang's backend modules first, an import failure that sglang keeps
+    (its traceback) held the frames that first imported them, inside the first pools'
+    construction, and so the first pools and model: on an H100, cost at batch 64 ran out of
+    memory in its first verify."""
     out = tmp_path / "result.json"
     job = tmp_path / "job.json"
     job.write_text(json.dumps({"tree": str(sglang_tree), "device": "cpu", "out": str(out)}))
@@ -112,4 +120,4 @@ def test_a_worker_frees_the_first_pools_when_it_resizes_them(sglang_tree, tmp_pa
         [sys.executable, str(script), str(job)], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(out.read_text()) == {"first_pools_freed": True}
+    assert json.loads(out.read_text()) == {"first_pools_freed": True, "model_freed": True}

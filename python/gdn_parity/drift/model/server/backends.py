@@ -30,13 +30,15 @@ from gdn_parity.drift.model.server.numerics import (
     ServerNumerics,
 )
 
-# The sglang modules this file imports when it first builds a pool. Their first import keeps
-# every frame then on the stack alive for the process (by bisection on CPU, Python 3.11: two
-# modules gdn_backend pulls in, sglang.srt.model_loader.post_load and
-# sglang.srt.layers.moe.token_dispatcher.base). Imported from ServerModel's first pools, that
-# held those pools, and the first model, to the end: on an H100 (Python 3.12) cost at batch
-# 64 ran out of memory in its first verify with the first decode pools (9.5 GiB) still held.
-# ``import_sglang_modules`` imports them first, where the stack holds nothing large.
+# The sglang modules this file imports when it first builds a pool. Some modules they import keep
+# an import failure in a module global (where torch_memory_saver or deep_ep is missing:
+# torch_memory_saver_adapter.import_error, token_dispatcher.deepep._deepep_import_error,
+# deepep_v2._deepep_v2_import_error); its traceback keeps the failed import's frame and, through
+# f_back, every frame above it. Imported from ServerModel's first pools (speculative_state,
+# gdn_backend, _build_pools, __init__), that kept those pools and the first model to the end of
+# the process: on an H100, cost at batch 64 ran out of memory in its first verify with the
+# first pools (9.5 GiB) still held. ``import_sglang_modules`` imports them first, where the
+# stack holds nothing large.
 SGLANG_MODULES = (
     "sglang.srt.layers.attention.linear.gdn_backend",
     "sglang.srt.layers.attention.triton_backend",
