@@ -30,6 +30,7 @@ class _Job:
     variant: str
     tree: str = ""
     device: str = "cpu"
+    stack: str = "rowwise"
     out: str = ""
 
     def to_json(self) -> str:
@@ -113,7 +114,9 @@ def test_a_worker_frees_the_first_pools_when_it_resizes_them(sglang_tree, tmp_pa
     memory in its first verify."""
     out = tmp_path / "result.json"
     job = tmp_path / "job.json"
-    job.write_text(json.dumps({"tree": str(sglang_tree), "device": "cpu", "out": str(out)}))
+    job.write_text(
+        json.dumps({"tree": str(sglang_tree), "device": "cpu", "stack": "server", "out": str(out)})
+    )
     script = tmp_path / "pools_worker.py"
     script.write_text(POOLS_WORKER)
     done = subprocess.run(

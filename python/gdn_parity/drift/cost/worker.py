@@ -41,6 +41,10 @@ class CostJob:
     out: str = ""
 
     @property
+    def stack(self) -> str:
+        return "server"  # cost times the server stack alone
+
+    @property
     def progress_total(self) -> int:
         return (1 + len(self.gammas)) * len(self.batches)
 

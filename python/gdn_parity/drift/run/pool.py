@@ -27,6 +27,7 @@ class WorkerJob(Protocol):
     variant: str
     tree: str
     device: str
+    stack: str  # "server": serve imports sglang's backend modules first
     out: str
 
     def to_json(self) -> str: ...
@@ -49,10 +50,12 @@ def serve(argv: list[str], load: Callable[[str], Any], run: Callable[[Any, Any],
     use_tree(Path(job.tree), job.device)
     import torch
 
-    from gdn_parity.drift.model.server.backends import import_sglang_modules
+    if job.stack == "server":
+        from gdn_parity.drift.model.server.backends import import_sglang_modules
 
-    # before any weights or pools exist: their first import holds the frames on the stack
-    import_sglang_modules()
+        # before any weights or pools exist: their first import holds the frames on the
+        # stack (backends.SGLANG_MODULES); the row-wise stack imports none of them
+        import_sglang_modules()
 
     torch.set_num_threads(1)  # workers run side by side
 
