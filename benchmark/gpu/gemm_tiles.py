@@ -140,12 +140,16 @@ def main() -> None:
             for s, v in saved.items():
                 setattr(bio, s, v)
 
-    def route(x, n, k):  # what the tree dispatches at this M
-        plan = getattr(bio, "_split_k_plan", lambda *_: None)(x, x.shape[0], n, k)
+    def route(x, w):  # what the tree dispatches at this M (0012: TMA loads from 193 rows)
+        m, (n, k) = x.shape[0], w.shape
+        plan = getattr(bio, "_split_k_plan", lambda *_: None)(x, m, n, k)
         if plan is not None:
             return f"split-K {name(plan[1:])}"
-        rule = bio._few_rows_tile(x, x.shape[0], n, k)
-        return name(rule) if rule else "persistent"
+        rule = bio._few_rows_tile(x, m, n, k)
+        if rule is None:
+            return "persistent"
+        tma = getattr(bio, "_few_rows_tma_tile", lambda *_: None)(x, w.t(), m, n, k)
+        return f"tma {name(tma)}" if tma else name(rule)
 
     def tile_run(tile):
         def run(a, w):
@@ -195,7 +199,7 @@ def main() -> None:
             x = a[:m].contiguous()
             row = {
                 "floor_us": (n * k * 2 + m * k * 2 + m * n * 2) / bw * 1e6,
-                "rule": route(x, n, k),
+                "rule": route(x, w),
                 "cublas": time_kernel(
                     lambda x_, w_: torch.nn.functional.linear(x_, w_), x, ws, args.replays
                 ),  # fmt: skip

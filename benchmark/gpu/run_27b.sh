@@ -30,8 +30,8 @@
 #             deterministic-exact-parity (COST_BATCHES, default 1,4,16,64: batch 64 needs
 #             about 78 GiB with the snapshots in host memory, which an 80 GB H100 takes by
 #             the estimate; it ran out there on 2026-12-06 with the first pools held, since
-#             freed (backends.import_sglang_modules), not rerun: run 1,4,16 and then 64 in
-#             its own call;
+#             freed (backends.import_sglang_modules), and then ran there alone (session 22):
+#             run 1,4,16 and then 64 in its own call;
 #             COST_GAMMAS, default 1,3; COST_ROUNDS, default 1: the two variants that many
 #             times in alternating order, ratios taken within a round, e.g. COST_BATCHES=64
 #             COST_GAMMAS=3 COST_ROUNDS=3 for issue #24's thinnest row; COST_PROFILE=1: cost

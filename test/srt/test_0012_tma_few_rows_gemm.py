@@ -1,0 +1,161 @@
+"""Patch 0012: batch-invariant mode's few-rows GEMM loads wide weights through TMA at
+193-256 rows: its rule, its dispatch and its kernel's plumbing.
+
+The rule (``_few_rows_tma_tile``) must take only the GEMMs the patch names (193-256
+rows, a 2-byte weight of at least 2048 columns stored [N, K], K >= 4096, operands a TMA
+descriptor can read) and keep the persistent kernel's K chunk, so that the zero-padded
+K, and with it a row's bits, stay the persistent kernel's. The kernel runs under the
+Triton interpreter, whose TMA loads fill outside the matrices with zeros as a GPU's do:
+the product against float64, the bias, and no write past row M. That its rows equal
+the persistent kernel's at every M on a GPU is the CUDA test of 0008 as 0012 extends it,
+on SM90.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+import torch
+
+from helpers.gemm_rows import assert_product_and_m_rows
+
+BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
+NARROWER, WIDER = (64, 128, 64, 4, 4), (128, 128, 64, 8, 3)
+
+
+@pytest.fixture
+def bio(sglang_tree, monkeypatch):
+    from sglang.srt.batch_invariant_ops import batch_invariant_ops
+
+    monkeypatch.setattr(batch_invariant_ops, "_few_rows_device", lambda a: True)
+    return batch_invariant_ops
+
+
+def _tma_tile(bio, m, n, k, dtype=BF16, row_major=False, a_offset=0):
+    """The rule's answer for A [m, k] (``a_offset`` elements into its storage) times the
+    [k, n] view of an [n, k] weight (a [k, n] row-major one with ``row_major``)."""
+    a = torch.empty(m * k + a_offset, dtype=dtype)[a_offset:].view(m, k)
+    b = torch.empty(k, n, dtype=dtype) if row_major else torch.empty(n, k, dtype=dtype).t()
+    return bio._few_rows_tma_tile(a, b, m, n, k)
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "tile"),
+    [  # Qwen3.5-27B's wide weights at verify sizes, as the commit message states the rule
+        (256, 5120, 17408, NARROWER),  # down
+        (193, 5120, 6144, NARROWER),  # o_proj
+        (256, 14336, 5120, WIDER),  # qkv with its gate
+        (256, 16384, 5120, WIDER),  # in_proj_qkvz
+        (200, 34816, 5120, WIDER),  # gate_up
+        (256, 248320, 5120, WIDER),  # lm_head
+        (256, 8191, 5120, NARROWER),
+        (256, 8192, 5120, WIDER),
+        (256, 2048, 4096, NARROWER),
+    ],
+)
+def test_the_wide_weights_take_the_tma_tiles(bio, m, n, k, tile):
+    assert _tma_tile(bio, m, n, k) == tile
+    assert _tma_tile(bio, m, n, k, FP16) == tile
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "kwargs"),
+    [
+        (192, 5120, 17408, {}),  # 192 rows and fewer keep the pointer tiles
+        (1, 34816, 5120, {}),
+        (256, 2047, 5120, {}),  # too few columns
+        (256, 96, 5120, {}),
+        (256, 5120, 4095, {}),  # too short a K
+        (256, 3072, 1024, {}),  # a 1024-wide model's
+        (256, 5120, 6144, {"dtype": FP32}),  # fp32 keeps its own K chunk (32)
+        (256, 5120, 6144, {"row_major": True}),  # a [K, N] weight: no TMA box of it
+        (256, 5120, 6144, {"a_offset": 4}),  # A's base 8 bytes off 16
+    ],
+)
+def test_other_gemms_keep_the_pointer_kernel(bio, m, n, k, kwargs):
+    assert _tma_tile(bio, m, n, k, **kwargs) is None
+
+
+def test_a_row_stride_off_16_bytes_keeps_the_pointer_kernel(bio):
+    """A's rows 6148 elements apart (a view of a wider activation): 12296 bytes, not a
+    multiple of 16; 6152 apart (12304 bytes) is."""
+    for width, expected in ((6148, None), (6152, NARROWER)):
+        a = torch.empty(256, width, dtype=BF16)[:, :6144]
+        b = torch.empty(5120, 6144, dtype=BF16).t()
+        assert bio._few_rows_tma_tile(a, b, 256, 5120, 6144) == expected
+
+
+def test_the_switch_keeps_the_pointer_kernel(bio, monkeypatch):
+    monkeypatch.setattr(bio, "_ENABLE_MM_TMA", False)
+    assert _tma_tile(bio, 256, 5120, 17408) is None
+
+
+@pytest.mark.parametrize("dtype", [BF16, FP16])
+def test_the_k_chunk_is_the_persistent_kernels(bio, dtype):
+    base = bio._MATMUL_PERSISTENT_CONFIGS[dtype]["BLOCK_SIZE_K"]
+    for tile in (NARROWER, WIDER):
+        assert tile[2] == base
+        bm, bn, bk, _, stages = tile
+        assert (bm + bn) * bk * dtype.itemsize * stages <= bio._SMEM_BUDGET
+
+
+class _Served(Exception):
+    """Raised by a stand-in launcher: which one the dispatch called, and its tile."""
+
+
+def _served_by(bio, monkeypatch, m, n, k, row_major=False):
+    """Which launcher ``_matmul_persistent_triton`` calls for A [m, k] (bf16) and its tile:
+    the launchers are replaced by ones that raise, so no kernel runs on the CPU."""
+
+    def launcher(name):
+        def launch(a, b, c, bias, tile):
+            raise _Served(name, tile)
+
+        return launch
+
+    monkeypatch.setattr(bio, "_matmul_few_rows_tma", launcher("tma"))
+    monkeypatch.setattr(bio, "_matmul_few_rows_triton", launcher("pointer"))
+    a = torch.empty(m, k, dtype=BF16)
+    b = torch.empty(k, n, dtype=BF16) if row_major else torch.empty(n, k, dtype=BF16).t()
+    with pytest.raises(_Served) as served:
+        bio._matmul_persistent_triton(a, b, BF16)
+    return served.value.args
+
+
+def test_the_dispatch_sends_the_rules_gemms_to_the_tma_kernel(bio, monkeypatch):
+    assert _served_by(bio, monkeypatch, 256, 5120, 17408) == ("tma", NARROWER)
+    assert _served_by(bio, monkeypatch, 193, 34816, 5120) == ("tma", WIDER)
+    assert _served_by(bio, monkeypatch, 192, 5120, 17408)[0] == "pointer"
+    assert _served_by(bio, monkeypatch, 256, 5120, 17408, row_major=True)[0] == "pointer"
+
+
+def test_more_rows_than_the_few_rows_kernels_take_keep_the_persistent_kernel(bio):
+    assert _tma_tile(bio, 257, 5120, 17408) == NARROWER  # the rule alone would take it
+    assert bio._few_rows_tile(torch.empty(257, 17408, dtype=BF16), 257, 5120, 17408) is None
+
+
+REGISTERED = "test/registered/core/test_batch_invariant_mm_few_rows.py"
+
+
+def test_the_cuda_test_runs_both_tma_tiles_at_every_tma_row_count(bio, sglang_tree):
+    """The registered test's shapes (bf16 at every M from 1 to 512) include one for each
+    TMA tile, so each runs at every row count 193-256 there against the persistent kernel."""
+    for node in ast.parse((sglang_tree / REGISTERED).read_text()).body:
+        if isinstance(node, ast.Assign) and node.targets[0].id == "SHAPES":
+            shapes = ast.literal_eval(node.value)
+    for m in range(bio.FEW_ROWS_TMA_MIN_M, bio.FEW_ROWS_MAX_M + 1):
+        tested = {_tma_tile(bio, m, n, k) for n, k in shapes}
+        assert {NARROWER, WIDER} <= tested, m
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "tile", "bias"),
+    [
+        (3, 40, 200, (16, 16, 64, 2, 2), True),  # N and K off the tile: TMA's zero fill
+        (20, 36, 128, (16, 32, 32, 2, 2), False),  # two M tiles
+        (5, 96, 256, (64, 64, 64, 4, 2), True),  # one M tile, mostly outside
+    ],
+)
+def test_the_tma_kernel_computes_the_product_and_writes_m_rows(bio, m, n, k, tile, bias):
+    assert_product_and_m_rows(bio._matmul_few_rows_tma, m, n, k, tile, bias, row_major=False)
