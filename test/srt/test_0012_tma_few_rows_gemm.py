@@ -2,13 +2,13 @@
 193-256 rows: its rule, its dispatch and its kernel's plumbing.
 
 The rule (``_few_rows_tma_tile``) must take only the GEMMs the patch names (193-256
-rows, a 2-byte weight of at least 2048 columns stored [N, K], K >= 4096, operands a TMA
-descriptor can read) and keep the persistent kernel's K chunk, so that the zero-padded
-K, and with it a row's bits, stay the persistent kernel's. The kernel runs under the
-Triton interpreter, whose TMA loads fill outside the matrices with zeros as a GPU's do:
-the product against float64, the bias, and no write past row M. That its rows equal
-the persistent kernel's at every M on a GPU is the CUDA test of 0008 as 0012 extends it,
-on SM90.
+rows, a 2-byte weight of at least 5120 columns stored [N, K], K >= 5120, M * N < 2**31,
+operands a TMA descriptor can read) and keep the persistent kernel's K chunk, so that
+the zero-padded K, and with it a row's bits, stay the persistent kernel's. The kernel
+runs under the Triton interpreter, whose TMA loads fill outside the matrices with zeros
+as a GPU's do: the product against float64, the bias, and no write past row M. That its
+rows equal the persistent kernel's at every M on a GPU is the CUDA test of 0008 as 0012
+extends it, on SM90.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _tma_tile(bio, m, n, k, dtype=BF16, row_major=False, a_offset=0):
         (256, 248320, 5120, WIDER),  # lm_head
         (256, 8191, 5120, NARROWER),
         (256, 8192, 5120, WIDER),
-        (256, 2048, 4096, NARROWER),
+        (256, 5120, 5120, NARROWER),  # the smallest weight measured
     ],
 )
 def test_the_wide_weights_take_the_tma_tiles(bio, m, n, k, tile):
@@ -64,9 +64,11 @@ def test_the_wide_weights_take_the_tma_tiles(bio, m, n, k, tile):
     [
         (192, 5120, 17408, {}),  # 192 rows and fewer keep the pointer tiles
         (1, 34816, 5120, {}),
-        (256, 2047, 5120, {}),  # too few columns
+        (256, 5119, 5120, {}),  # narrower than any weight measured
+        (256, 4096, 14336, {}),  # an 8B-class down projection: not measured
         (256, 96, 5120, {}),
-        (256, 5120, 4095, {}),  # too short a K
+        (256, 5120, 5119, {}),  # shallower than any weight measured
+        (256, 14336, 4096, {}),
         (256, 3072, 1024, {}),  # a 1024-wide model's
         (256, 5120, 6144, {"dtype": FP32}),  # fp32 keeps its own K chunk (32)
         (256, 5120, 6144, {"row_major": True}),  # a [K, N] weight: no TMA box of it
@@ -84,6 +86,17 @@ def test_a_row_stride_off_16_bytes_keeps_the_pointer_kernel(bio):
         a = torch.empty(256, width, dtype=BF16)[:, :6144]
         b = torch.empty(5120, 6144, dtype=BF16).t()
         assert bio._few_rows_tma_tile(a, b, 256, 5120, 6144) == expected
+
+
+def test_outputs_past_32_bit_offsets_keep_the_pointer_kernel(bio):
+    """The kernel's output offsets are 32-bit: M * N must stay under 2**31. (The weight is
+    one row broadcast, so no 2**31-element tensor is allocated; its stride passes the
+    descriptor's checks.)"""
+    n = 2**31 // 200 + 1
+    a = torch.empty(200, 5120, dtype=BF16)
+    b = torch.empty(1, 5120, dtype=BF16).expand(n, 5120).t()
+    assert bio._few_rows_tma_tile(a, b, 200, n, 5120) is None
+    assert bio._few_rows_tma_tile(a[:193], b, 193, n, 5120) == WIDER
 
 
 def test_the_switch_keeps_the_pointer_kernel(bio, monkeypatch):
