@@ -36,6 +36,10 @@
 #             times in alternating order, ratios taken within a round, e.g. COST_BATCHES=64
 #             COST_GAMMAS=3 COST_ROUNDS=3 for issue #24's thinnest row; COST_PROFILE=1: cost
 #             --profile, each step's kernels side by side, in a process of each variant's own)
+#   tma-ab    patch 0012 on and off on one machine: the cost-now table (COST_BATCHES, default 64;
+#             COST_GAMMAS, default 3; COST_ROUNDS) with SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_TMA
+#             at each value of TMA_AB_ORDER in turn (default "1 0"; run "0 1" in the next call
+#             for an alternating order); one round of both variants takes about 170 s on an H100
 #   identity  gdn-parity demo --size 27b-8l: deterministic-exact-parity vs Base at batch
 #             1,4,16,64, bf16 and fp32 SSM pools, TOKENS tokens (300), forced reject gamma 1
 #             and 4, natural acceptance gamma 3; the demos side by side (BATCHES, POOLS
@@ -98,6 +102,15 @@ for group in "$@"; do
         --variants 0.5.23,deterministic-exact-parity --out $O/cost-now > $O/cost-now.log 2>&1
       cp $O/cost-now/cost.md "$OUT/cost_now_$tag.md"
       cp $O/cost-now/profile.json "$OUT/profile_$tag.json" 2>/dev/null ;;
+    tma-ab)
+      for tma in ${TMA_AB_ORDER:-1 0}; do
+        SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_TMA=$tma timeout "${COST_NOW_LIMIT:-300}" \
+          python3 -m gdn_parity.cli cost --size 27b --batch "${COST_BATCHES:-64}" \
+          --gamma "${COST_GAMMAS:-3}" --replays "${REPLAYS:-30}" --rounds "${COST_ROUNDS:-1}" \
+          --variants 0.5.23,deterministic-exact-parity --out $O/cost-tma$tma \
+          > $O/cost-tma$tma.log 2>&1
+        cp $O/cost-tma$tma/cost.md "$OUT/cost_tma${tma}_$tag.md"
+      done ;;
     identity)
       for b in ${BATCHES:-1 4 16 64}; do
         for pool in ${POOLS:-bfloat16 float32}; do
