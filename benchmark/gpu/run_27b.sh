@@ -53,6 +53,14 @@ G=/tmp/gdn-parity-gpu
 tag=t$(python3 -c "import triton; print(triton.__version__.replace('.', ''))")
 O=/tmp/27b-out/$tag
 mkdir -p $O
+# The cost table of 0.5.23 and the contract's stack (cost-now, tma-ab) into $O/$1 and its log:
+# $2 the batches, $3 the gammas; REPLAYS, COST_ROUNDS, COST_PROFILE and COST_NOW_LIMIT as above.
+cost_table() {
+  timeout "${COST_NOW_LIMIT:-300}" python3 -m gdn_parity.cli cost --size 27b --batch "$2" \
+    --gamma "$3" --replays "${REPLAYS:-30}" --rounds "${COST_ROUNDS:-1}" \
+    $([ "${COST_PROFILE:-0}" = 1 ] && echo --profile) \
+    --variants 0.5.23,deterministic-exact-parity --out "$O/$1" > "$O/$1.log" 2>&1
+}
 for group in "$@"; do
   start=$SECONDS
   case $group in
@@ -96,19 +104,13 @@ for group in "$@"; do
         --variants deterministic-exact-parity --out $O/cost-after > $O/cost-after.log 2>&1
       cat $O/cost-before/cost.md $O/cost-after/cost.md > "$OUT/cost_$tag.md" 2>/dev/null ;;
     cost-now)
-      timeout "${COST_NOW_LIMIT:-300}" python3 -m gdn_parity.cli cost --size 27b --batch "${COST_BATCHES:-1,4,16,64}" \
-        --gamma "${COST_GAMMAS:-1,3}" --replays "${REPLAYS:-30}" --rounds "${COST_ROUNDS:-1}" \
-        $([ "${COST_PROFILE:-0}" = 1 ] && echo --profile) \
-        --variants 0.5.23,deterministic-exact-parity --out $O/cost-now > $O/cost-now.log 2>&1
+      cost_table cost-now "${COST_BATCHES:-1,4,16,64}" "${COST_GAMMAS:-1,3}"
       cp $O/cost-now/cost.md "$OUT/cost_now_$tag.md"
       cp $O/cost-now/profile.json "$OUT/profile_$tag.json" 2>/dev/null ;;
     tma-ab)
       for tma in ${TMA_AB_ORDER:-1 0}; do
-        SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_TMA=$tma timeout "${COST_NOW_LIMIT:-300}" \
-          python3 -m gdn_parity.cli cost --size 27b --batch "${COST_BATCHES:-64}" \
-          --gamma "${COST_GAMMAS:-3}" --replays "${REPLAYS:-30}" --rounds "${COST_ROUNDS:-1}" \
-          --variants 0.5.23,deterministic-exact-parity --out $O/cost-tma$tma \
-          > $O/cost-tma$tma.log 2>&1
+        SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_TMA=$tma \
+          cost_table cost-tma$tma "${COST_BATCHES:-64}" "${COST_GAMMAS:-3}"
         cp $O/cost-tma$tma/cost.md "$OUT/cost_tma${tma}_$tag.md"
       done ;;
     identity)
