@@ -11,13 +11,13 @@ bits equal the persistent kernel's at every M is the patch's CUDA test, on SM90.
 
 from __future__ import annotations
 
-import ast
 import math
 
 import pytest
 import torch
 
 from helpers.gemm_rows import assert_product_and_m_rows
+from helpers.registered_lists import literal_lists
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 
@@ -87,14 +87,8 @@ REGISTERED = "test/registered/core/test_batch_invariant_mm_few_rows.py"
 
 
 def _registered_lists(tree) -> tuple[list, list]:
-    """SHAPES and SPREAD as the registered CUDA test defines them (read, not imported: it
-    needs sglang's test package)."""
-    names: dict[str, list] = {}
-    for node in ast.parse((tree / REGISTERED).read_text()).body:
-        if isinstance(node, ast.Assign) and node.targets[0].id in ("SHAPES", "SPREAD"):
-            names[node.targets[0].id] = ast.literal_eval(node.value)
-        elif isinstance(node, ast.AugAssign) and node.target.id == "SPREAD":
-            names["SPREAD"] += ast.literal_eval(node.value)
+    """SHAPES and SPREAD as the registered CUDA test defines them."""
+    names = literal_lists(tree / REGISTERED)
     return names["SHAPES"], names["SPREAD"]
 
 

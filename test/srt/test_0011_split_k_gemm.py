@@ -13,12 +13,11 @@ test, on SM90.
 
 from __future__ import annotations
 
-import ast
-
 import pytest
 import torch
 
 from helpers.gemm_rows import assert_product_and_m_rows
+from helpers.registered_lists import literal_lists
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 ROWS = list(range(1, 513)) + [1024, 1500, 2048, 4096, 8192]
@@ -74,17 +73,8 @@ REGISTERED = "test/registered/core/test_batch_invariant_mm_split_k.py"
 
 
 def _registered_lists(tree) -> dict[str, list]:
-    """SHAPES, SPREAD and PREFILL as the registered CUDA test defines them (read, not
-    imported: it needs sglang's test package)."""
-    names: dict[str, list] = {}
-    for node in ast.parse((tree / REGISTERED).read_text()).body:
-        if isinstance(node, ast.Assign) and node.targets[0].id in (
-            "SHAPES",
-            "SPREAD",
-            "PREFILL",
-        ):
-            names[node.targets[0].id] = ast.literal_eval(node.value)
-    return names
+    """SHAPES, SPREAD and PREFILL as the registered CUDA test defines them."""
+    return literal_lists(tree / REGISTERED)
 
 
 @pytest.mark.parametrize("dtype", [BF16, FP16, FP32])

@@ -13,12 +13,11 @@ extends it, on SM90.
 
 from __future__ import annotations
 
-import ast
-
 import pytest
 import torch
 
 from helpers.gemm_rows import assert_product_and_m_rows
+from helpers.registered_lists import literal_lists
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 NARROWER, WIDER = (64, 128, 64, 4, 4), (128, 128, 64, 8, 3)
@@ -154,9 +153,7 @@ REGISTERED = "test/registered/core/test_batch_invariant_mm_few_rows.py"
 def test_the_cuda_test_runs_both_tma_tiles_at_every_tma_row_count(bio, sglang_tree):
     """The registered test's shapes (bf16 at every M from 1 to 512) include one for each
     TMA tile, so each runs at every row count 193-256 there against the persistent kernel."""
-    for node in ast.parse((sglang_tree / REGISTERED).read_text()).body:
-        if isinstance(node, ast.Assign) and node.targets[0].id == "SHAPES":
-            shapes = ast.literal_eval(node.value)
+    shapes = literal_lists(sglang_tree / REGISTERED)["SHAPES"]
     for m in range(bio.FEW_ROWS_TMA_MIN_M, bio.FEW_ROWS_MAX_M + 1):
         tested = {_tma_tile(bio, m, n, k) for n, k in shapes}
         assert {NARROWER, WIDER} <= tested, m
