@@ -39,7 +39,9 @@
 #   tma-ab    patch 0012 on and off on one machine: the cost-now table (COST_BATCHES, default 64;
 #             COST_GAMMAS, default 3; COST_ROUNDS) with SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_TMA
 #             at each value of TMA_AB_ORDER in turn (default "1 0"; run "0 1" in the next call
-#             for an alternating order); one round of both variants takes about 170 s on an H100
+#             for an alternating order); one round of both variants takes about 110 s on a warm
+#             H100, and more than 200 s as a machine's first cost run, which lays out both
+#             variants' trees (session 23): give that one COST_NOW_LIMIT=270
 #   identity  gdn-parity demo --size 27b-8l: deterministic-exact-parity vs Base at batch
 #             1,4,16,64, bf16 and fp32 SSM pools, TOKENS tokens (300), forced reject gamma 1
 #             and 4, natural acceptance gamma 3; the demos side by side (BATCHES, POOLS
