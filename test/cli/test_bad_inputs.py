@@ -781,7 +781,11 @@ def test_a_target_that_is_not_sglang_0523_is_refused(verb, target, message, tmp_
 
 @pytest.mark.parametrize("verb", ["status", "apply"])
 def test_another_python_without_sglang_is_refused(verb, tmp_path, run_cli):
-    assert_refused(run_cli(verb, "--python", sys.executable), "no sglang package is installed")
+    assert_refused(
+        run_cli(verb, "--python", sys.executable),
+        f"no sglang package is installed for {sys.executable}: name the interpreter of the "
+        "environment that has sglang 0.5.23",
+    )
     assert_refused(run_cli(verb, "--python", str(tmp_path / "python")), "cannot run")
     assert_refused(
         run_cli(verb, "--python", "/bin/false"),
@@ -801,7 +805,11 @@ def test_another_python_without_sglang_is_refused(verb, tmp_path, run_cli):
         f"--python {failing} failed to look for sglang: ImportError: no site",
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    assert_refused(run_cli(verb, "--site-packages", env=env), "no sglang package is installed")
+    assert_refused(
+        run_cli(verb, "--site-packages", env=env),
+        "no sglang package is installed for this Python: name the server's interpreter with "
+        "--python",
+    )
 
 
 @pytest.mark.parametrize("verb", ["status", "apply"])

@@ -141,7 +141,9 @@ def test_request_ids_align_when_each_trace_holds_one(tmp_path):
 @pytest.mark.parametrize(
     "content,message",
     [
-        ("not json\n", "line 1 is not JSON"),
+        ("not json\n", "line 1 is not JSON (the last line: is the file truncated"),
+        # Some other text file: its first line says what a trace is.
+        ("# notes\nmore\n", "line 1 is not JSON (a state trace is the JSONL file that SGLANG_"),
         ('{"type": "state"}\n', "is not a GDN state trace"),
         ('{"type": "header", "format": "sglang-gdn-state-trace", "version": 9}\n', "version 9"),
     ],

@@ -38,7 +38,10 @@ def site_packages_sglang() -> Path:
     """The ``sglang`` package directory of the running interpreter, found without importing it."""
     spec = importlib.util.find_spec("sglang")
     if spec is None or not spec.submodule_search_locations:
-        raise GdnParityError("no sglang package is installed for this Python")
+        raise GdnParityError(
+            "no sglang package is installed for this Python: name the server's interpreter "
+            "with --python, or sglang's directory as the target"
+        )
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -84,7 +87,10 @@ def python_sglang(python: Path) -> Path:
         )
     found = json.loads(answers[0])
     if found is None:
-        raise GdnParityError(f"no sglang package is installed for {python}")
+        raise GdnParityError(
+            f"no sglang package is installed for {python}: name the interpreter of the "
+            "environment that has sglang 0.5.23 (the server's), or sglang's directory as the target"
+        )
     return Path(found)
 
 

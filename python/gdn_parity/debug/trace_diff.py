@@ -92,6 +92,8 @@ def read_trace(path: Path) -> Trace:
         except json.JSONDecodeError:
             last = number == len(lines)
             why = " (the last line: is the file truncated, or still being written?)" if last else ""
+            if number == 1 and not last:
+                why = " (a state trace is the JSONL file that SGLANG_GDN_STATE_TRACE writes)"
             raise GdnParityError(f"{path}: line {number} is not JSON{why}") from None
         if not isinstance(record, dict):
             raise GdnParityError(f"{path}: line {number} is not a JSON object")
