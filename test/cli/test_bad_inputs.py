@@ -783,8 +783,8 @@ def test_a_target_that_is_not_sglang_0523_is_refused(verb, target, message, tmp_
 def test_another_python_without_sglang_is_refused(verb, tmp_path, run_cli):
     assert_refused(
         run_cli(verb, "--python", sys.executable),
-        f"no sglang package is installed for {sys.executable}: name the interpreter of the "
-        "environment that has sglang 0.5.23",
+        f"no sglang package is installed for {sys.executable}: name the Python of the "
+        "environment that has sglang 0.5.23 (the server's) with --python",
     )
     assert_refused(run_cli(verb, "--python", str(tmp_path / "python")), "cannot run")
     assert_refused(
@@ -807,8 +807,8 @@ def test_another_python_without_sglang_is_refused(verb, tmp_path, run_cli):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     assert_refused(
         run_cli(verb, "--site-packages", env=env),
-        "no sglang package is installed for this Python: name the server's interpreter with "
-        "--python",
+        "no sglang package is installed for this Python: name the Python of the environment "
+        "that has sglang 0.5.23 (the server's) with --python",
     )
 
 

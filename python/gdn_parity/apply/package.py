@@ -32,16 +32,18 @@ from gdn_parity.queue.changes import FileChange, sha256_bytes
 from gdn_parity.queue.series import Series
 
 MANIFEST = ".gdn-parity-applied.json"
+# What to do where an interpreter has no sglang (``site_packages_sglang``, ``python_sglang``).
+NO_SGLANG_FIX = (
+    "name the Python of the environment that has sglang 0.5.23 (the server's) with --python, "
+    "or sglang's directory as the target"
+)
 
 
 def site_packages_sglang() -> Path:
     """The ``sglang`` package directory of the running interpreter, found without importing it."""
     spec = importlib.util.find_spec("sglang")
     if spec is None or not spec.submodule_search_locations:
-        raise GdnParityError(
-            "no sglang package is installed for this Python: name the server's interpreter "
-            "with --python, or sglang's directory as the target"
-        )
+        raise GdnParityError(f"no sglang package is installed for this Python: {NO_SGLANG_FIX}")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -87,10 +89,7 @@ def python_sglang(python: Path) -> Path:
         )
     found = json.loads(answers[0])
     if found is None:
-        raise GdnParityError(
-            f"no sglang package is installed for {python}: name the interpreter of the "
-            "environment that has sglang 0.5.23 (the server's), or sglang's directory as the target"
-        )
+        raise GdnParityError(f"no sglang package is installed for {python}: {NO_SGLANG_FIX}")
     return Path(found)
 
 

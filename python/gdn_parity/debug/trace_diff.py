@@ -90,10 +90,12 @@ def read_trace(path: Path) -> Trace:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            last = number == len(lines)
-            why = " (the last line: is the file truncated, or still being written?)" if last else ""
-            if number == 1 and not last:
+            if number == len(lines):
+                why = " (the last line: is the file truncated, or still being written?)"
+            elif number == 1:
                 why = " (a state trace is the JSONL file that SGLANG_GDN_STATE_TRACE writes)"
+            else:
+                why = ""
             raise GdnParityError(f"{path}: line {number} is not JSON{why}") from None
         if not isinstance(record, dict):
             raise GdnParityError(f"{path}: line {number} is not a JSON object")
