@@ -42,6 +42,10 @@
 #             for an alternating order); one round of both variants takes about 110 s on a warm
 #             H100, and more than 200 s as a machine's first cost run, which lays out both
 #             variants' trees (session 23): give that one COST_NOW_LIMIT=270
+#   series-ab the checkout's series (a) against another (b: SERIES_B, a patches/ folder carried
+#             under .gpu/, e.g. the series before a change) on one machine: the cost-now table
+#             (COST_BATCHES, default 64; COST_GAMMAS, default 3) for each letter of AB_ORDER in
+#             turn (default "a b"). The contract's variant tree is laid out again at each switch.
 #   identity  gdn-parity demo --size 27b-8l: deterministic-exact-parity vs Base at batch
 #             1,4,16,64, bf16 and fp32 SSM pools, TOKENS tokens (300), forced reject gamma 1
 #             and 4, natural acceptance gamma 3; the demos side by side (BATCHES, POOLS
@@ -56,9 +60,11 @@ tag=t$(python3 -c "import triton; print(triton.__version__.replace('.', ''))")
 O=/tmp/27b-out/$tag
 mkdir -p $O
 # The cost table of 0.5.23 and the contract's stack (cost-now, tma-ab) into $O/$1 and its log:
-# $2 the batches, $3 the gammas; REPLAYS, COST_ROUNDS, COST_PROFILE and COST_NOW_LIMIT as above.
+# $2 the batches, $3 the gammas; REPLAYS, COST_ROUNDS, COST_PROFILE and COST_NOW_LIMIT as above;
+# COST_PATCHES: another series than the checkout's.
 cost_table() {
-  timeout "${COST_NOW_LIMIT:-300}" python3 -m gdn_parity.cli cost --size 27b --batch "$2" \
+  timeout "${COST_NOW_LIMIT:-300}" python3 -m gdn_parity.cli \
+    ${COST_PATCHES:+--patches "$COST_PATCHES"} cost --size 27b --batch "$2" \
     --gamma "$3" --replays "${REPLAYS:-30}" --rounds "${COST_ROUNDS:-1}" \
     $([ "${COST_PROFILE:-0}" = 1 ] && echo --profile) \
     --variants 0.5.23,deterministic-exact-parity --out "$O/$1" > "$O/$1.log" 2>&1
@@ -114,6 +120,14 @@ for group in "$@"; do
         SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_TMA=$tma \
           cost_table cost-tma$tma "${COST_BATCHES:-64}" "${COST_GAMMAS:-3}"
         cp $O/cost-tma$tma/cost.md "$OUT/cost_tma${tma}_$tag.md"
+      done ;;
+    series-ab)
+      i=0
+      for s in ${AB_ORDER:-a b}; do
+        i=$((i + 1))
+        COST_PATCHES=$([ "$s" = b ] && echo "${SERIES_B:?series-ab needs SERIES_B}") \
+          cost_table cost-series-$i$s "${COST_BATCHES:-64}" "${COST_GAMMAS:-3}"
+        cp $O/cost-series-$i$s/cost.md "$OUT/cost_series_$i${s}_$tag.md"
       done ;;
     identity)
       for b in ${BATCHES:-1 4 16 64}; do

@@ -1,14 +1,15 @@
 """Patch 0012: batch-invariant mode's few-rows GEMM loads wide weights through TMA at
-193-256 rows: its rule, its dispatch and its kernel's plumbing.
+193-256 rows: its rule, its dispatch and its kernels' plumbing.
 
 The rule (``_few_rows_tma_tile``) must take only the GEMMs the patch names (193-256
 rows, a 2-byte weight of at least 5120 columns stored [N, K], K >= 5120, M * N < 2**31,
-operands a TMA descriptor can read) and keep the persistent kernel's K chunk, so that
-the zero-padded K, and with it a row's bits, stay the persistent kernel's. The kernel
-runs under the Triton interpreter, whose TMA loads fill outside the matrices with zeros
-as a GPU's do: the product against float64, the bias, and no write past row M. That its
-rows equal the persistent kernel's at every M on a GPU is the CUDA test of 0008 as 0012
-extends it, on SM90.
+operands a TMA descriptor can read), give each width the tile the patch names (a
+vocabulary-sized weight the persistent form) and keep the persistent kernel's K chunk,
+so that the zero-padded K, and with it a row's bits, stay the persistent kernel's. The
+kernels run under the Triton interpreter, whose TMA loads fill outside the matrices with
+zeros as a GPU's do: the product against float64, the bias, and no write past row M.
+That their rows equal the persistent kernel's at every M on a GPU is the CUDA test of
+0008 as 0012 extends it, on SM90.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from helpers.gemm_rows import assert_product_and_m_rows
 from helpers.registered_lists import literal_lists
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
-NARROWER, WIDER = (64, 128, 64, 4, 4), (128, 128, 64, 8, 3)
+# The rule's tiles: (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages,
+# persistent), as the commit message states them.
+NARROWER, WIDER = (64, 128, 64, 4, 4, False), (128, 128, 64, 8, 3, False)
+WIDER_4_STAGES, VOCABULARY = (128, 128, 64, 8, 4, False), (128, 256, 64, 8, 3, True)
+TILES = (NARROWER, WIDER, WIDER_4_STAGES, VOCABULARY)
 
 
 @pytest.fixture
@@ -46,10 +51,14 @@ def _tma_tile(bio, m, n, k, dtype=BF16, row_major=False, a_offset=0):
         (193, 5120, 6144, NARROWER),  # o_proj
         (256, 14336, 5120, WIDER),  # qkv with its gate
         (256, 16384, 5120, WIDER),  # in_proj_qkvz
-        (200, 34816, 5120, WIDER),  # gate_up
-        (256, 248320, 5120, WIDER),  # lm_head
+        (200, 34816, 5120, WIDER_4_STAGES),  # gate_up
+        (256, 248320, 5120, VOCABULARY),  # lm_head
         (256, 8191, 5120, NARROWER),
         (256, 8192, 5120, WIDER),
+        (256, 32767, 5120, WIDER),
+        (256, 32768, 5120, WIDER_4_STAGES),
+        (256, 65535, 5120, WIDER_4_STAGES),
+        (256, 65536, 5120, VOCABULARY),
         (256, 5120, 5120, NARROWER),  # the smallest weight measured
     ],
 )
@@ -95,7 +104,7 @@ def test_outputs_past_32_bit_offsets_keep_the_pointer_kernel(bio):
     a = torch.empty(200, 5120, dtype=BF16)
     b = torch.empty(1, 5120, dtype=BF16).expand(n, 5120).t()
     assert bio._few_rows_tma_tile(a, b, 200, n, 5120) is None
-    assert bio._few_rows_tma_tile(a[:193], b, 193, n, 5120) == WIDER
+    assert bio._few_rows_tma_tile(a[:193], b, 193, n, 5120) == VOCABULARY
 
 
 def test_the_switch_keeps_the_pointer_kernel(bio, monkeypatch):
@@ -106,9 +115,9 @@ def test_the_switch_keeps_the_pointer_kernel(bio, monkeypatch):
 @pytest.mark.parametrize("dtype", [BF16, FP16])
 def test_the_k_chunk_is_the_persistent_kernels(bio, dtype):
     base = bio._MATMUL_PERSISTENT_CONFIGS[dtype]["BLOCK_SIZE_K"]
-    for tile in (NARROWER, WIDER):
+    for tile in TILES:
         assert tile[2] == base
-        bm, bn, bk, _, stages = tile
+        bm, bn, bk, _, stages, _ = tile
         assert (bm + bn) * bk * dtype.itemsize * stages <= bio._SMEM_BUDGET
 
 
@@ -137,7 +146,8 @@ def _served_by(bio, monkeypatch, m, n, k, row_major=False):
 
 def test_the_dispatch_sends_the_rules_gemms_to_the_tma_kernel(bio, monkeypatch):
     assert _served_by(bio, monkeypatch, 256, 5120, 17408) == ("tma", NARROWER)
-    assert _served_by(bio, monkeypatch, 193, 34816, 5120) == ("tma", WIDER)
+    assert _served_by(bio, monkeypatch, 193, 34816, 5120) == ("tma", WIDER_4_STAGES)
+    assert _served_by(bio, monkeypatch, 256, 248320, 5120) == ("tma", VOCABULARY)
     assert _served_by(bio, monkeypatch, 192, 5120, 17408)[0] == "pointer"
     assert _served_by(bio, monkeypatch, 256, 5120, 17408, row_major=True)[0] == "pointer"
 
@@ -150,22 +160,29 @@ def test_more_rows_than_the_few_rows_kernels_take_keep_the_persistent_kernel(bio
 REGISTERED = "test/registered/core/test_batch_invariant_mm_few_rows.py"
 
 
-def test_the_cuda_test_runs_both_tma_tiles_at_every_tma_row_count(bio, sglang_tree):
+def test_the_cuda_test_runs_every_tma_tile_at_every_tma_row_count(bio, sglang_tree):
     """The registered test's shapes (bf16 at every M from 1 to 512) include one for each
     TMA tile, so each runs at every row count 193-256 there against the persistent kernel."""
     shapes = literal_lists(sglang_tree / REGISTERED)["SHAPES"]
     for m in range(bio.FEW_ROWS_TMA_MIN_M, bio.FEW_ROWS_MAX_M + 1):
         tested = {_tma_tile(bio, m, n, k) for n, k in shapes}
-        assert {NARROWER, WIDER} <= tested, m
+        assert set(TILES) <= tested, m
 
 
 @pytest.mark.parametrize(
     ("m", "n", "k", "tile", "bias"),
     [
-        (3, 40, 200, (16, 16, 64, 2, 2), True),  # N and K off the tile: TMA's zero fill
-        (20, 36, 128, (16, 32, 32, 2, 2), False),  # two M tiles
-        (5, 96, 256, (64, 64, 64, 4, 2), True),  # one M tile, mostly outside
+        (3, 40, 200, (16, 16, 64, 2, 2, False), True),  # N and K off the tile: zero fill
+        (20, 36, 128, (16, 32, 32, 2, 2, False), False),  # two M tiles
+        (5, 96, 256, (64, 64, 64, 4, 2, False), True),  # one M tile, mostly outside
+        # The persistent form on 3 "SMs": 2 x 3 tiles (then 1 x 7), so programs loop
+        # over tiles of both M tiles (then of one, the last column tile partial).
+        (20, 48, 128, (16, 16, 32, 2, 2, True), True),
+        (5, 100, 200, (16, 16, 64, 2, 2, True), False),
     ],
 )
-def test_the_tma_kernel_computes_the_product_and_writes_m_rows(bio, m, n, k, tile, bias):
+def test_the_tma_kernels_compute_the_product_and_write_m_rows(
+    bio, monkeypatch, m, n, k, tile, bias
+):
+    monkeypatch.setattr(bio, "get_device_core_count", lambda: 3)
     assert_product_and_m_rows(bio._matmul_few_rows_tma, m, n, k, tile, bias, row_major=False)
