@@ -26,6 +26,7 @@ BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 NARROWER, WIDER = (64, 128, 64, 4, 4, False), (128, 128, 64, 8, 3, False)
 WIDER_4_STAGES, VOCABULARY = (128, 128, 64, 8, 4, False), (128, 256, 64, 8, 3, True)
 TILES = (NARROWER, WIDER, WIDER_4_STAGES, VOCABULARY)
+H100_SMS = 132
 
 
 @pytest.fixture
@@ -33,6 +34,8 @@ def bio(sglang_tree, monkeypatch):
     from sglang.srt.batch_invariant_ops import batch_invariant_ops
 
     monkeypatch.setattr(batch_invariant_ops, "_few_rows_device", lambda a: True)
+    # An H100's or H200's SMs: the stages of the 128 x 128 tile follow the SM count.
+    monkeypatch.setattr(batch_invariant_ops, "get_device_core_count", lambda: H100_SMS)
     return batch_invariant_ops
 
 
@@ -49,22 +52,33 @@ def _tma_tile(bio, m, n, k, dtype=BF16, row_major=False, a_offset=0):
     [  # Qwen3.5-27B's wide weights at verify sizes, as the commit message states the rule
         (256, 5120, 17408, NARROWER),  # down
         (193, 5120, 6144, NARROWER),  # o_proj
-        (256, 14336, 5120, WIDER),  # qkv with its gate
-        (256, 16384, 5120, WIDER),  # in_proj_qkvz
-        (200, 34816, 5120, WIDER_4_STAGES),  # gate_up
+        (256, 14336, 5120, WIDER),  # qkv with its gate: 224 tiles of 128 x 128
+        (256, 16384, 5120, WIDER),  # in_proj_qkvz: 256 tiles
+        (200, 34816, 5120, WIDER_4_STAGES),  # gate_up: 544 tiles
         (256, 248320, 5120, VOCABULARY),  # lm_head
+        (256, 5120, 5120, NARROWER),  # the smallest weight measured
         (256, 8191, 5120, NARROWER),
-        (256, 8192, 5120, WIDER),
-        (256, 32767, 5120, WIDER),
-        (256, 32768, 5120, WIDER_4_STAGES),
+        # 3 stages where the tiles need two programs per SM to fit one wave: 132 SMs
+        (256, 8192, 28672, WIDER_4_STAGES),  # 128 tiles (a 70B-class down projection)
+        (256, 8448, 5120, WIDER_4_STAGES),  # 132
+        (256, 8449, 5120, WIDER),  # 134
+        (193, 16896, 5120, WIDER),  # 264
+        (256, 16897, 5120, WIDER_4_STAGES),  # 266
         (256, 65535, 5120, WIDER_4_STAGES),
         (256, 65536, 5120, VOCABULARY),
-        (256, 5120, 5120, NARROWER),  # the smallest weight measured
     ],
 )
 def test_the_wide_weights_take_the_tma_tiles(bio, m, n, k, tile):
     assert _tma_tile(bio, m, n, k) == tile
     assert _tma_tile(bio, m, n, k, FP16) == tile
+
+
+def test_the_stages_follow_the_sm_count(bio, monkeypatch):
+    """qkv with its gate at 256 rows has 224 tiles of 128 x 128: one wave of two programs
+    per SM on 132 SMs (3 stages), not on 78 (4 stages)."""
+    assert _tma_tile(bio, 256, 14336, 5120) == WIDER
+    monkeypatch.setattr(bio, "get_device_core_count", lambda: 78)
+    assert _tma_tile(bio, 256, 14336, 5120) == WIDER_4_STAGES
 
 
 @pytest.mark.parametrize(
