@@ -116,10 +116,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def add_smoke_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "smoke",
-        help="import the patched modules from the tree",
-        description="Import every module the series patches from a tree, in a fresh "
-        "interpreter: a quick check that the series applies and the patched sglang imports "
-        "(no model, no GPU). The cache's tree is made when missing; a tree named by DIR must "
+        help="import the series' six GDN kernel modules from the tree",
+        description="Import the six GDN kernel modules the series patches from a tree, in a "
+        "fresh interpreter: a quick check that the series applies and those modules import "
+        "(no model, no GPU; the other patched files are exercised by the tests and the "
+        "demo). The cache's tree is made when missing; a tree named by DIR must "
         "exist (`gdn-parity tree DIR` makes one). A tree behind patches/ is brought up to "
         "date first, as `gdn-parity tree` would.",
     )

@@ -13,7 +13,8 @@ from pathlib import Path
 from gdn_parity.errors import GdnParityError
 from gdn_parity.logs import keep_log, last_line
 
-# Modules the series patches; importing them proves the tree is importable.
+# The GDN kernel modules the series patches (six of the files it changes); importing them
+# shows that the series applies and these import.
 PATCHED_MODULES = (
     "sglang.kernels.ops.attention.linear.gdn_gate",
     "sglang.kernels.ops.attention.fla.fused_recurrent",
@@ -35,7 +36,8 @@ for name in sys.argv[2:]:
 
 
 def smoke(tree: Path) -> str:
-    """Import every patched module from ``tree/python``; return the report."""
+    """Import the GDN kernel modules the series patches from ``tree/python``; return the
+    report."""
     python_dir = tree / "python"
     env = dict(os.environ)
     env.update(
