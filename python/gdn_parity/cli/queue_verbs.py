@@ -116,8 +116,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def add_smoke_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "smoke",
-        help="import the series' six GDN kernel modules from the tree",
-        description="Import the six GDN kernel modules the series patches from a tree, in a "
+        help="import the series' GDN kernel modules from the tree",
+        description="Import the GDN kernel modules the series patches from a tree, in a "
         "fresh interpreter: a quick check that the series applies and those modules import "
         "(no model, no GPU; the other patched files are exercised by the tests and the "
         "demo). The cache's tree is made when missing; a tree named by DIR must "

@@ -13,7 +13,7 @@ from pathlib import Path
 from gdn_parity.errors import GdnParityError
 from gdn_parity.logs import keep_log, last_line
 
-# The GDN kernel modules the series patches (six of the files it changes); importing them
+# The GDN kernel modules the series patches (some of the files it changes); importing them
 # shows that the series applies and these import.
 PATCHED_MODULES = (
     "sglang.kernels.ops.attention.linear.gdn_gate",
