@@ -34,8 +34,8 @@ def test_a_dry_run_prints_the_schedule_and_starts_nothing(rig):
         "--mem-fraction-static 0.4 --disable-cuda-graph --speculative-algorithm DSPARK "
         f"--speculative-draft-model-path {rig.draft(3)} --speculative-num-draft-tokens 4 "
         f"--speculative-draft-load-format dummy --x > {out}/logs/spec.log 2>&1",
-        "3. compare c: base vs spec, batches 1, 4, 96 new tokens, greedy, ignore_eos; expect "
-        "identical",
+        "3. compare c: base vs spec, batch sizes 1, 4; 96 new tokens a request, greedy, "
+        "ignore_eos; expect identical",
     ]
     assert not rig.out.exists() and rig.events() == []
 

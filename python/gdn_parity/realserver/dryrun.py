@@ -43,9 +43,9 @@ def dry_run_lines(plan: RunPlan, out: Path, environ: Mapping[str, str]) -> Itera
         elif isinstance(step, Compare):
             c = step.comparison
             yield (
-                f"{number}. compare {c.name}: {c.base} vs {c.spec}, batches "
-                f"{', '.join(map(str, c.batches))}, {c.max_new_tokens} new tokens, greedy, "
-                f"ignore_eos; expect {c.expect}"
+                f"{number}. compare {c.name}: {c.base} vs {c.spec}, batch sizes "
+                f"{', '.join(map(str, c.batches))}; {c.max_new_tokens} new tokens a request, "
+                f"greedy, ignore_eos; expect {c.expect}"
             )
             yield (
                 f"   request 0: sglang#35150's {len(INPUT_IDS)} ids; requests 1..: "
