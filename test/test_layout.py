@@ -21,6 +21,7 @@ FORBIDDEN = {
     "apply": {"gdn_parity.drift", "gdn_parity.debug", "gdn_parity.cli"},
     "sandbox": {"gdn_parity.drift", "gdn_parity.apply", "gdn_parity.cli"},
     "drift": {"gdn_parity.cli", "gdn_parity.apply"},
+    "realserver": {"gdn_parity.drift", "gdn_parity.apply", "gdn_parity.cli"},
 }
 
 

@@ -41,6 +41,7 @@ REQUIRED = {
     "status": ["TARGET"],
     "trace-diff": ["BASE", "SPEC"],
     "repro": ["--base-url", "http://h:1", "--spec-url", "http://h:1"],
+    "server-parity": ["PLAN", "--out", "OUT"],
 }
 DIGEST = {"sha256": "s", "dtype": "bfloat16", "shape": [1], "absmax": 1.0, "l2": 1.0}
 # Whether torch sees a CUDA device (the test bed has none: the refusals below are for that).
@@ -625,6 +626,7 @@ REFUSED_BY_THE_VERB = {
     "harness-server": (["--trace", "{tmp}/a-file"], "exists and is not a directory"),
     "repro": (["--base-url", "ftp://h", "--spec-url", "http://h:1"], "is not an http(s) URL"),
     "trace-diff": (["{tmp}/nowhere", "{tmp}/nowhere"], "cannot read"),
+    "server-parity": (["{tmp}/nowhere.toml", "--out", "{tmp}/out"], "cannot read"),
 }
 
 
@@ -702,6 +704,8 @@ def test_an_unknown_option_before_the_verb_is_the_top_levels(args, run_cli):
         (["demo", "--trace", "", "--jobs", "0"], "--trace"),
         (["cost", "--out", "", "--batch", "0"], "--out"),
         (["harness-server", "--trace", "", "--port", "70000"], "--trace"),
+        (["server-parity", "", "--out", "x"], "plan"),
+        (["server-parity", "x", "--out", "", "--set", "1=2"], "--out"),
     ],
 )  # fmt: skip
 def test_an_empty_path_is_refused(args, option, tmp_path, run_cli):

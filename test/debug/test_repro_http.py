@@ -19,8 +19,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from gdn_parity.debug.issue35150 import INPUT_IDS
-from gdn_parity.debug.sglang_client import greedy_payload
+from gdn_parity.debug.sglang_client import flush_cache, greedy_payload
 from gdn_parity.drift.run.modes import ModeKind
+from gdn_parity.errors import GdnParityError
 from helpers.cli import assert_refused
 
 
@@ -269,6 +270,28 @@ def test_a_bad_server_gets_a_clear_error(respond, message, run_cli):
     with _stub(respond) as url, _stub(_outputs([1])) as good:
         proc = run_cli("repro", "--base-url", good, "--spec-url", url, "--timeout", "1")
     assert_refused(proc, message)
+
+
+@pytest.mark.parametrize(
+    "respond,message",
+    [
+        (_reply(200, b"Cache flushed.\n"), None),
+        (_reply(400, b"Flush cache failed.\n"), "HTTP 400 Bad Request: Flush cache failed."),
+        (_reply(404, b""), "/flush_cache answered HTTP 404 Not Found with an empty body (no "
+                           "/flush_cache there"),
+        (_hang, "/flush_cache did not flush its cache: timed out"),
+    ],
+    ids=["flushed", "refused", "404", "timeout"],
+)  # fmt: skip
+def test_a_cache_flush_is_done_or_a_clear_error(respond, message):
+    """sglang 0.5.23 answers 400 (its message, else "Flush cache failed.") while requests run."""
+    with _stub(respond) as url:
+        if message is None:
+            flush_cache(url, 1)
+            return
+        with pytest.raises(GdnParityError) as refused:
+            flush_cache(url, 1)
+    assert message in str(refused.value)
 
 
 # nginx's own error page, padding comments and all (about 600 bytes).

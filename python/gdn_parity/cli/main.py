@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import IO, NoReturn
 
 from gdn_parity import __version__
-from gdn_parity.cli import apply_verbs, debug_verbs, drift_verbs, queue_verbs
+from gdn_parity.cli import apply_verbs, debug_verbs, drift_verbs, queue_verbs, server_verbs
 from gdn_parity.cli.options import path
 from gdn_parity.errors import GdnParityError
 from gdn_parity.logs import keep_log
@@ -202,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     apply_verbs.add_parsers(sub)
     drift_verbs.add_parsers(sub)
     debug_verbs.add_parsers(sub)
+    server_verbs.add_parsers(sub)
     queue_verbs.add_smoke_parser(sub)
     return parser
 

@@ -1,4 +1,5 @@
-"""A client of sglang's native ``POST /generate`` (JSON, non-streaming), as 0.5.23 defines it.
+"""A client of sglang's native ``POST /generate`` (JSON, non-streaming), as 0.5.23 defines it,
+and of its ``POST /flush_cache``.
 
 The request is a ``GenerateRequest`` of ``sglang/api/v1/api_types.py``
 (``input_ids``, ``sampling_params``, ``stream``, ``rid``); the answer is a
@@ -98,8 +99,24 @@ def _http_error(url: str, exc: urllib.error.HTTPError) -> str:
     said = _gist(exc.read(), exc.headers.get("Content-Type", ""))
     line = f"{url} answered HTTP {status}" + (f": {said}" if said else " with an empty body")
     if exc.code == 404:
-        line += " (no /generate there: --base-url and --spec-url are a server's root URL)"
+        endpoint = urllib.parse.urlsplit(url).path
+        line += f" (no {endpoint} there: --base-url and --spec-url are a server's root URL)"
     return line
+
+
+def flush_cache(base_url: str, timeout: float) -> None:
+    """``POST /flush_cache``: empty the server's radix cache, so that what a request finds
+    cached does not depend on the requests before it (sglang refuses while any runs)."""
+    url = base_url.rstrip("/") + "/flush_cache"
+    request = urllib.request.Request(url, data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read()
+    except urllib.error.HTTPError as exc:
+        raise GdnParityError(_http_error(url, exc)) from exc
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise GdnParityError(f"{url} did not flush its cache: {reason}") from exc
 
 
 def generate(base_url: str, payload: dict, timeout: float) -> Generation:

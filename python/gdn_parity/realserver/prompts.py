@@ -1,0 +1,25 @@
+"""The prompts of a batch: request 0 is sglang#35150's 24 ids, the others seeded and distinct.
+
+Request i's prompt depends on the seed, the length, the id bound and the prompts before it,
+so a batch of 4 is the first four requests of a batch of 16, and both servers get the same.
+"""
+
+from __future__ import annotations
+
+import random
+
+from gdn_parity.debug.issue35150 import INPUT_IDS
+
+
+def batch_prompts(batch: int, length: int, seed: int, vocab: int) -> list[list[int]]:
+    """``batch`` prompts: the issue's ids, then ``length`` ids in ``[0, vocab)`` each, all
+    distinct (a repeat is drawn again from the same request's generator)."""
+    prompts = [list(INPUT_IDS)]
+    seen = {tuple(INPUT_IDS)}
+    for i in range(1, batch):
+        draw = random.Random(f"gdn-parity-server-parity/{seed}/{length}/{vocab}/{i}")
+        while (prompt := tuple(draw.randrange(vocab) for _ in range(length))) in seen:
+            pass
+        seen.add(prompt)
+        prompts.append(list(prompt))
+    return prompts

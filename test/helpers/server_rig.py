@@ -1,0 +1,127 @@
+"""A bench for ``gdn-parity server-parity`` on CPU: a fake sglang tree (``fake_sglang``),
+model and draft directories, plans written from dicts, the runner's CLI, and the fake's
+records of what it was asked (every start, health answer and request)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HELPERS = Path(__file__).resolve().parent
+
+
+def toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(value)
+
+
+def toml(data: dict) -> str:
+    """``data`` as TOML: its scalars, then its tables (``servers.x`` for a table of tables)."""
+    lines = [f"{k} = {toml_value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    for key, table in data.items():
+        if not isinstance(table, dict):
+            continue
+        nested = all(isinstance(v, dict) for v in table.values()) and table
+        for name, body in table.items() if nested else [(None, table)]:
+            lines.append(f"\n[{key}]" if name is None else f'\n[{key}."{name}"]')
+            lines += [f"{k} = {toml_value(v)}" for k, v in body.items()]
+    return "\n".join(lines) + "\n"
+
+
+def is_gone(pid: int) -> bool:
+    """No such process, or a zombie (its parent has not reaped it; it holds nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rfind(")") + 2] in "ZX"
+
+
+class Rig:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tree = root / "tree"
+        (self.tree / "python" / "sglang").mkdir(parents=True)
+        (self.tree / "python" / "sglang" / "__init__.py").write_text("")
+        shutil.copy(
+            HELPERS / "fake_sglang.py", self.tree / "python" / "sglang" / "launch_server.py"
+        )
+        self.model = root / "model"
+        self.model.mkdir()
+        (self.model / "config.json").write_text('{"architectures": ["Qwen3_5ForCausalLM"]}')
+        self.records = root / "records"
+        self.records.mkdir()
+        self.out = root / "out"
+
+    def draft(self, gamma: int) -> Path:
+        draft = self.root / f"draft-g{gamma}"
+        if not draft.exists():
+            draft.mkdir()
+            (draft / "config.json").write_text(json.dumps({"block_size": gamma}))
+        return draft
+
+    def server(self, mode: str = "base", gamma: int = 1, **keys) -> dict:
+        """A server of the fake tree, named in its records by ``name`` (a key it removes)."""
+        name = keys.pop("name")
+        body = {"tree": "${TREE}", "mode": mode, "model": str(self.model), "mem_fraction": 0.4}
+        if mode == "dspark":
+            body |= {"gamma": gamma, "draft": str(self.draft(gamma))}
+        env = {"FAKE_SGLANG_NAME": name, **keys.pop("env", {})}
+        return body | {"env": env} | keys
+
+    def plan(self, servers: dict, comparisons: dict, **top) -> Path:
+        data = {"python": "${PYTHON}", **top, "servers": servers, "comparisons": comparisons}
+        path = self.root / "plan.toml"
+        path.write_text(toml(data))
+        return path
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "FAKE_SGLANG_RECORD": str(self.records)}
+
+    def args(self, plan: Path, *extra: str) -> list[str]:
+        return [
+            sys.executable, "-m", "gdn_parity.cli", "server-parity", str(plan),
+            "--out", str(self.out), "--set", f"TREE={self.tree}", "--set",
+            f"PYTHON={sys.executable}", *extra,
+        ]  # fmt: skip
+
+    def run(self, plan: Path, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            self.args(plan, *extra), capture_output=True, text=True, env=self.env(),
+            timeout=timeout,
+        )  # fmt: skip
+
+    def events(self, kind: str | None = None) -> list[dict]:
+        path = self.records / "events.jsonl"
+        if not path.exists():
+            return []
+        events = [json.loads(line) for line in path.read_text().splitlines()]
+        return [e for e in events if kind is None or e["event"] == kind]
+
+    def results(self) -> dict:
+        return json.loads((self.out / "results.json").read_text())
+
+    def pids(self) -> list[int]:
+        """Every process the fakes started: the servers and their children."""
+        return [p for e in self.events("start") for p in (e["pid"], e["child"])]
+
+    def wait_gone(self, seconds: float = 15) -> list[int]:
+        """The fakes' processes still alive after up to ``seconds`` (none, when all is well)."""
+        deadline = time.monotonic() + seconds
+        while (alive := [p for p in self.pids() if not is_gone(p)]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return alive
