@@ -32,7 +32,7 @@ def test_a_dry_run_prints_the_schedule_and_starts_nothing(rig):
         f"   {sys.executable} -m sglang.launch_server --model-path {rig.model} --load-format "
         "auto --skip-tokenizer-init --host 127.0.0.1 --port '<free port>' --random-seed 0 "
         "--mem-fraction-static 0.4 --disable-cuda-graph --speculative-algorithm DSPARK "
-        f"--speculative-draft-model-path {rig.draft(3)} --speculative-num-draft-tokens 4 "
+        f"--speculative-draft-model-path {rig.draft(3)} --speculative-dspark-block-size 3 "
         f"--speculative-draft-load-format dummy --x > {out}/logs/spec.log 2>&1",
         "3. compare c: base vs spec, batch sizes 1, 4; 96 new tokens a request, greedy, "
         "ignore_eos; expect identical",

@@ -164,15 +164,6 @@ def test_a_run_checks_its_paths_before_anything_starts(rig, change, fragment):
         check_paths(load_plan(path, {"TREE": str(rig.tree)}, {}))
 
 
-def test_a_draft_made_for_another_gamma_is_refused(rig):
-    data = _real(rig)
-    (rig.draft(2) / "config.json").write_text(json.dumps({"block_size": 3}))
-    path = rig.root / "plan.toml"
-    path.write_text(toml(data))
-    with pytest.raises(PlanError, match=r"servers.spec.gamma: 2, but the draft's config.json"):
-        check_paths(load_plan(path, {"TREE": str(rig.tree)}, {}))
-
-
 def test_the_cli_refuses_a_bad_plan_on_one_line_and_writes_nothing(rig):
     data = _real(rig)
     data["comparisons"]["c"]["expect"] = "same"

@@ -136,7 +136,7 @@ def test_the_command_line_and_environment_of_a_speculative_server(rig):
         "--host", "127.0.0.1", "--port", port, "--random-seed", "0",
         "--mem-fraction-static", "0.4", "--disable-cuda-graph",
         "--speculative-algorithm", "DSPARK", "--speculative-draft-model-path",
-        str(rig.draft(3)), "--speculative-num-draft-tokens", "4",
+        str(rig.draft(3)), "--speculative-dspark-block-size", "3",
         "--speculative-draft-load-format", "dummy",
         "--attention-backend", "triton", "--own", "x",
     ]  # fmt: skip

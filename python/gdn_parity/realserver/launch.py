@@ -4,7 +4,7 @@ The runner passes, in this order: the model (``--model-path``, ``--load-format``
 request format (``--skip-tokenizer-init``: requests carry ``input_ids``), the address
 (``--host 127.0.0.1 --port P``), ``--random-seed 0``, ``--mem-fraction-static``,
 ``--disable-cuda-graph`` where graphs are off, DSpark's flags (``--speculative-algorithm
-DSPARK``, the draft, ``--speculative-num-draft-tokens`` gamma + 1, the draft's weights as
+DSPARK``, the draft, ``--speculative-dspark-block-size`` gamma, the draft's weights as
 ``dummy``), then the plan's common args and the server's own. The environment is the
 runner's, with the plan's common env and the server's over it, ``<tree>/python`` first on
 PYTHONPATH (before the plan's PYTHONPATH, else the runner's), and ``SGLANG_GDN_STATE_TRACE``
@@ -67,7 +67,7 @@ def server_argv(python: str, plan: RunPlan, server: ServerSpec, port: str) -> li
         argv += [
             "--speculative-algorithm", "DSPARK",
             "--speculative-draft-model-path", str(server.draft),
-            "--speculative-num-draft-tokens", str(server.gamma + 1),
+            "--speculative-dspark-block-size", str(server.gamma),
             "--speculative-draft-load-format", "dummy",
         ]  # fmt: skip
     return argv + [*plan.common_args, *server.args]

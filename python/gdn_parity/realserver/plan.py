@@ -48,9 +48,9 @@ env = {}
 [servers.dspark]
 tree = "${TREE}"
 mode = "dspark"
-gamma = 1                     # --speculative-num-draft-tokens is gamma + 1
+gamma = 1                     # --speculative-dspark-block-size (verify rows: gamma + 1)
 model = "${MODEL}"
-draft = "${DRAFT}"            # the draft's config.json (block_size = gamma); weights: dummy
+draft = "${DRAFT}"            # the draft's config.json (its block_size is overridden); weights: dummy
 mem_fraction = 0.4
 
 [comparisons.reporter]
@@ -81,7 +81,8 @@ RUNNER_FLAGS = {
     "--disable-cuda-graph": "cuda_graphs = false",
     "--speculative-algorithm": 'mode = "dspark"',
     "--speculative-draft-model-path": "draft",
-    "--speculative-num-draft-tokens": "gamma (gamma + 1 is passed)",
+    "--speculative-dspark-block-size": "gamma",
+    "--speculative-num-draft-tokens": "gamma (sglang derives gamma + 1)",
     "--speculative-draft-load-format": "always dummy",
 }
 TRACE_ENV = "SGLANG_GDN_STATE_TRACE"
@@ -436,11 +437,5 @@ def check_paths(plan: RunPlan) -> Path:
             raise PlanError(f"{where}.tree: {server.tree} is not an sglang tree (no python/sglang)")
         _config(server.model, f"{where}.model")
         if server.draft is not None:
-            block = _config(server.draft, f"{where}.draft").get("block_size")
-            if block is not None and block != server.gamma:
-                raise PlanError(
-                    f"{where}.gamma: {server.gamma}, but the draft's config.json has block_size "
-                    f"{block} (sglang refuses --speculative-num-draft-tokens other than "
-                    "block_size + 1): use a draft directory made for this gamma"
-                )
+            _config(server.draft, f"{where}.draft")
     return python

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Run on the GPU machine, detached (setsid), after install.sh and trees.sh: issue 45's real
+# server runs, one after another, each into its own folder of OUTDIR, with a line per step in
+# OUTDIR/campaign.log. poll.sh waits on it. A step that fails is logged and the next one runs.
+# Steps (default: all, in this order): refusals reporter graphs-bf16 graphs-bf16-triton
+# graphs-fp32 graphs-fp8kv gemm.
+# Usage: setsid bash benchmark/gpu/server/campaign.sh OUTDIR [STEP...] > /dev/null 2>&1 &
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+out=$1; shift
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(refusals reporter graphs-bf16 graphs-bf16-triton graphs-fp32 graphs-fp8kv gemm)
+source benchmark/gpu/server/env.sh
+trees=${TREES:-/tmp/srv-trees}
+models=${MODELS:-/tmp/srv-models}
+mkdir -p "$out"
+log() { echo "$(date -u +%H:%M:%S) $*" >> "$out/campaign.log"; }
+vars=(--set "SERVER_PYTHON=$(command -v python3)" --set "TREE_SERIES=$trees/series"
+  --set "TREE_0523=$trees/v0.5.23" --set "MODEL_DIR=$models/27b-8l/target"
+  --set "DRAFT=$models/27b-8l/draft")
+graphs() {  # graphs NAME SSM_DTYPE KV_DTYPE MM_DEEPGEMM
+  python3 -m gdn_parity.cli server-parity benchmark/gpu/server/plans/contract-graphs.toml \
+    --out "$out/$1" "${vars[@]}" --set "SSM_DTYPE=$2" --set "KV_DTYPE=$3" --set "MM_DEEPGEMM=$4"
+}
+log "campaign: ${steps[*]}"
+if [ ! -f "$models/27b-8l/target/config.json" ]; then
+  log "model-dir 27b-8l"
+  python3 -m gdn_parity.cli model-dir 27b-8l "$models/27b-8l" --device cuda >> "$out/model-dir.log" 2>&1 ||
+    { log "model-dir failed (exit $?)"; exit 1; }
+fi
+for step in "${steps[@]}"; do
+  log "start $step"
+  case $step in
+    refusals) bash benchmark/gpu/server/refusals.sh "$out/refusals" "$models/27b-8l/target" "$models/27b-8l/draft" ;;
+    reporter) python3 -m gdn_parity.cli server-parity benchmark/gpu/server/plans/reporter-diagnostic.toml \
+                --out "$out/reporter" "${vars[@]}" ;;
+    graphs-bf16) graphs graphs-bf16 bfloat16 auto 1 ;;
+    graphs-bf16-triton) graphs graphs-bf16-triton bfloat16 auto 0 ;;
+    graphs-fp32) graphs graphs-fp32 float32 auto 1 ;;
+    graphs-fp8kv) graphs graphs-fp8kv bfloat16 fp8_e4m3 1 ;;
+    gemm) timeout 900 python3 benchmark/gpu/server/deepgemm_rows.py --tree "$trees/series" \
+            --out "$out/gemm" --shapes 27b.in_proj_qkvz,27b.in_proj_ba,27b.o_proj,27b.down,27b.gate_up ;;
+    *) log "unknown step $step"; continue ;;
+  esac
+  log "end $step: exit $?"
+done
+log "campaign done"
