@@ -186,7 +186,7 @@ def _fill(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "args,fragment,setup",
     [
-        (["huge", "{out}"], "argument size: invalid choice: 'huge'", None),
+        (["huge", "{out}"], "argument SIZE: invalid choice: 'huge'", None),
         (["tiny", ""], "argument OUT: '' is an empty path", None),
         (["tiny", "{out}", "--gamma", "0"], "'0' must be 1 to 16 (a DSpark block longer", None),
         (["tiny", "{out}", "--gamma", "17"], "the verify keeps gamma + 1 GDN states", None),

@@ -542,22 +542,27 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "model-dir",
         help="write the harness's model as directories a real sglang server loads",
-        description="Write OUT/target, the harness's model as a text-only Qwen3.5 checkpoint "
-        "(config.json, and the harness's seeded weights as safetensors under the names and "
-        "norm conventions sglang's Qwen3_5ForCausalLM loads, so its greedy output is the "
-        "harness's model's, not one repeated token as on --load-format dummy), and OUT/draft, "
-        "the config.json of a DSpark draft (Qwen3DSparkModel) for it, without weights. Every "
-        "number is the harness's geometry for SIZE. Serve them with sglang's "
-        "launch_server: --model-path OUT/target --skip-tokenizer-init (no tokenizer is "
-        "written: requests carry input_ids), --mamba-ssm-dtype bfloat16 to match the "
-        "harness's default SSM pool (the config says float32, as Qwen3.5's), and with "
-        "--no-weights --load-format dummy; a DSpark server adds --speculative-algorithm "
-        "DSPARK --speculative-draft-model-path OUT/draft --speculative-draft-load-format "
-        "dummy --speculative-num-draft-tokens GAMMA+1. OUT must not exist, or be an empty "
-        "directory; everything is written beside it and renamed into place, so a failure or "
-        "an interrupt leaves nothing. 2 on bad input.",
+        description="Write OUT/target and OUT/draft for a real sglang server. OUT/target is "
+        "the harness's model as a text-only Qwen3.5 checkpoint: config.json, and the harness's "
+        "seeded weights as safetensors, under the names and norm conventions of sglang's "
+        "Qwen3_5ForCausalLM. Its greedy output varies as the harness model's does, not the one "
+        "repeated token of --load-format dummy. OUT/draft holds the config.json of a DSpark draft "
+        "(Qwen3DSparkModel), without weights. Every geometry number is the harness's for SIZE. "
+        "Serve the target with launch_server --model-path OUT/target --skip-tokenizer-init (no "
+        "tokenizer is written: requests carry input_ids) and --mamba-ssm-dtype bfloat16 (the "
+        "harness's default SSM pool; the config says float32, as Qwen3.5's); after "
+        "--no-weights, add --load-format dummy. A DSpark server adds --speculative-algorithm "
+        "DSPARK --speculative-draft-model-path OUT/draft --speculative-draft-load-format dummy "
+        "--speculative-num-draft-tokens GAMMA+1. OUT must not exist, or be an empty directory. "
+        "Everything is written beside it and renamed into place: a failure or an interrupt "
+        "leaves nothing. 2 on bad input.",
     )
-    p.add_argument("size", choices=sorted(SIZES), help="the harness model (see demo --help)")
+    p.add_argument(
+        "size",
+        choices=sorted(SIZES),
+        metavar="SIZE",
+        help="the harness model: tiny, large, 27b-8l or 27b (see demo --help)",
+    )
     p.add_argument("out", type=path, metavar="OUT", help="the directory to write")
     p.add_argument(
         "--gamma",
