@@ -26,8 +26,10 @@ not its quality:
 - ``block_size`` is γ; the server's ``--speculative-num-draft-tokens`` is γ + 1, and wins over
   ``block_size`` where they differ (with a warning);
 - ``mask_token_id`` is the vocabulary's last row, which no tokenizer id reaches;
-- ``markov_rank`` 256 with a ``vanilla`` head (that draft's); no confidence head, which
-  ``SGLANG_RAGGED_VERIFY_MODE=static`` (sglang's default, the contract's) never builds.
+- ``markov_rank`` 256 with a ``vanilla`` head (that draft's);
+- no confidence head (``enable_confidence_head`` false): sglang builds one only outside
+  ``SGLANG_RAGGED_VERIFY_MODE=static``, its default and the contract's mode, and there a dummy
+  head would pick each request's verify length.
 """
 
 from __future__ import annotations

@@ -20,20 +20,23 @@ from pathlib import Path
 from gdn_parity.drift.model.config import SIZES, ModelConfig
 from gdn_parity.drift.modeldir.configs import draft_config, target_config
 
-# Half the smallest GPU machine's disk (64 GiB): 27b-8l's checkpoint (11 GB) fits, the 64-layer
-# 27B's (54 GB) would leave no room for the server's install.
+# Half the smallest GPU machine's disk (64 GiB). 27b-8l's checkpoint (11 GB) is written; the
+# 64-layer 27B's (54 GB) would fill most of that disk, and identity runs use 27b-8l.
 MAX_CHECKPOINT_BYTES = 32 * 2**30
 
 
-def checkpoint_bytes(c: ModelConfig, itemsize: int = 2) -> int:
-    """The checkpoint's size before drawing it: every parameter in ``itemsize`` bytes, and
-    ``A_log`` in float32."""
+def checkpoint_bytes(c: ModelConfig) -> int:
+    """The checkpoint's size before drawing it: every parameter in bfloat16, ``A_log`` in
+    float32."""
     a_log = c.gdn_v_heads * len(c.gdn_layers)
-    return itemsize * c.parameters() + (4 - itemsize) * a_log
+    return 2 * c.parameters() + 2 * a_log
 
 
 @dataclass(frozen=True)
 class ModelDirPlan:
+    """``gdn-parity model-dir``'s request: harness ``size`` into ``out``, the draft drafting
+    ``gamma`` tokens, the weights drawn on ``device`` unless ``weights`` is false."""
+
     size: str
     out: Path
     gamma: int
