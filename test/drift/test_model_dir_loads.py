@@ -2,7 +2,8 @@
 
 - sglang's config classes parse the target's and the draft's ``config.json`` into the harness's
   geometry, for every size; the registry resolves their architectures to
-  ``qwen3_5_text.Qwen3_5ForCausalLM`` and ``dspark.Qwen3DSparkModel``.
+  ``qwen3_5_text.Qwen3_5ForCausalLM`` and ``dspark.Qwen3DSparkModel``; a Base and a DSpark
+  server's arguments resolve with the flags ``model-dir --help`` names.
 - sglang's own ``Qwen3_5ForCausalLM``, built from the written config, takes the written
   checkpoint through sglang's own loader (``DefaultModelLoader``'s file discovery and
   safetensors iterator, then the model's ``load_weights``): every parameter is loaded, and
@@ -156,30 +157,73 @@ def test_sglang_reads_the_draft_config_as_a_dspark_draft_of_the_target(
     assert (runtime.gamma, runtime.verify_num_draft_tokens) == (GAMMA, GAMMA + 1)
 
 
+def _in_a_process_of_its_own(script: str, tree: Path) -> list[str]:
+    """The lines ``script`` prints, run on the tree's sglang with the test bed's sandbox, in a
+    process of its own: sglang's registry imports every model module, and resolving server
+    arguments sets process-wide environment (SGLANG_MAMBA_SSM_DTYPE, ...), none of which may
+    reach the other tests."""
+    prologue = (
+        "import sys\n"
+        "from gdn_parity.sandbox import torchvision_shim, triton_interpreter_fixes\n"
+        "triton_interpreter_fixes.install(); torchvision_shim.install()\n"
+        f"sys.path.insert(0, {str(tree / 'python')!r})\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", prologue + script], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.splitlines()
+
+
 @pytest.mark.slow
 def test_the_architectures_resolve_to_the_text_model_and_the_dspark_draft(tmp_path, sglang_tree):
-    """Through sglang's model registry, which imports every model module: in a process of its
-    own, so that none of their import-time registrations reaches the other tests."""
+    """Through sglang's model registry, as the server picks the class for a checkpoint."""
     out = _model_dir("tiny", tmp_path, weights=False)
     archs = [json.loads((out / m / "config.json").read_text())["architectures"] for m in
              ("target", "draft")]  # fmt: skip
     script = (
-        "import sys\n"
-        "from gdn_parity.sandbox import torchvision_shim, triton_interpreter_fixes\n"
-        "triton_interpreter_fixes.install(); torchvision_shim.install()\n"
-        f"sys.path.insert(0, {str(sglang_tree / 'python')!r})\n"
         "from sglang.srt.models.registry import ModelRegistry\n"
         f"for archs in {archs!r}:\n"
         "    cls, _ = ModelRegistry.resolve_model_cls(archs)\n"
         "    print(f'{cls.__module__}.{cls.__qualname__}')\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split() == [
+    assert _in_a_process_of_its_own(script, sglang_tree) == [
         "sglang.srt.models.qwen3_5_text.Qwen3_5ForCausalLM",
         "sglang.srt.models.dspark.Qwen3DSparkModel",
+    ]
+
+
+@pytest.mark.slow
+def test_the_servers_arguments_resolve_with_the_flags_the_verb_names(tmp_path, sglang_tree):
+    """A Base and a DSpark server's arguments, as ``launch_server`` resolves them before it
+    loads anything (``--device cuda`` needs no GPU until then), with the contract's flags: the
+    flags ``model-dir --help`` names are accepted with these directories."""
+    out = _model_dir("tiny", tmp_path, weights=True)
+    base = [
+        "--model-path", str(out / "target"), "--skip-tokenizer-init",
+        "--mamba-ssm-dtype", "bfloat16", "--device", "cuda", "--attention-backend", "triton",
+        "--linear-attn-prefill-backend", "triton", "--enable-deterministic-inference",
+        "--gdn-verify-exact-parity", "--disable-overlap-schedule",
+        "--mamba-radix-cache-strategy", "no_buffer",
+    ]  # fmt: skip
+    dspark = [
+        *base, "--speculative-algorithm", "DSPARK",
+        "--speculative-draft-model-path", str(out / "draft"),
+        "--speculative-draft-load-format", "dummy",
+        "--speculative-num-draft-tokens", str(GAMMA + 1),
+        "--speculative-draft-attention-backend", "triton",
+    ]  # fmt: skip
+    script = (
+        "from sglang.srt.server_args import prepare_server_args\n"
+        f"for argv in {[base, dspark]!r}:\n"
+        "    args = prepare_server_args(argv)\n"
+        "    args.resolve_once()\n"
+        "    print(args.load_format, args.mamba_ssm_dtype, args.speculative_algorithm,\n"
+        "          args.speculative_draft_load_format, args.speculative_num_draft_tokens)\n"
+    )
+    assert _in_a_process_of_its_own(script, sglang_tree) == [
+        "auto bfloat16 None None None",
+        f"auto bfloat16 DSPARK dummy {GAMMA + 1}",
     ]
 
 
