@@ -150,8 +150,8 @@ def test_a_failure_while_writing_the_weights_leaves_nothing(failure, tmp_path, m
 
 
 def test_an_interrupted_run_exits_130_and_leaves_nothing(tmp_path):
-    """Ctrl-C while the weights are drawn (large: seconds on CPU), once the staging directory
-    exists."""
+    """Ctrl-C once the configs are staged, while the weights are being made (torch's import,
+    then large's draw and write: about 50 s on 2 cores, so the signal comes before the end)."""
     out = tmp_path / "large"
     proc = subprocess.Popen(
         [sys.executable, "-m", "gdn_parity.cli", "model-dir", "large", str(out)],
