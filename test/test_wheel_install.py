@@ -115,3 +115,22 @@ def test_the_drift_verbs_without_the_demo_extra_are_refused_once(verb, installed
         "pip install '/path/to/gdn-parity[demo]', or -e '.[demo]' in a checkout"
     )
     assert not cache.exists() and not (tmp_path / "demo-out").exists()
+
+
+def test_model_dir_writes_configs_without_the_demo_extra_and_refuses_weights(installed, tmp_path):
+    """The configs need no torch: the 27B's can be written on any machine. The weights need the
+    [demo] extra (torch, safetensors): refused before anything is written."""
+    proc = _run(installed, tmp_path, "gdn-parity", "model-dir", "27b", "27b", "--no-weights")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "27b").rglob("*.json")) == [
+        "27b/draft/config.json",
+        "27b/target/config.json",
+    ]
+    proc = _run(installed, tmp_path, "gdn-parity", "model-dir", "tiny", "tiny")
+    assert_refused(
+        proc,
+        "gdn-parity model-dir: error: model-dir needs gdn-parity's [demo] extra, which is not "
+        "installed (missing: torch, ",
+    )
+    assert "safetensors)" in proc.stderr
+    assert not (tmp_path / "tiny").exists()

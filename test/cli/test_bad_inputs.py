@@ -42,6 +42,7 @@ REQUIRED = {
     "trace-diff": ["BASE", "SPEC"],
     "repro": ["--base-url", "http://h:1", "--spec-url", "http://h:1"],
     "server-parity": ["PLAN", "--out", "OUT"],
+    "model-dir": ["tiny", "OUT"],
 }
 DIGEST = {"sha256": "s", "dtype": "bfloat16", "shape": [1], "absmax": 1.0, "l2": 1.0}
 # Whether torch sees a CUDA device (the test bed has none: the refusals below are for that).
@@ -624,6 +625,7 @@ REFUSED_BY_THE_VERB = {
     "demo": (["--stack", "rowwise", "--batch", "2"], "the row-wise stack serves one request"),
     "cost": (["--device", "cpu"], "cost times GPU kernels"),
     "harness-server": (["--trace", "{tmp}/a-file"], "exists and is not a directory"),
+    "model-dir": (["tiny", "{tmp}/a-file"], "exists and is not an empty directory"),
     "repro": (["--base-url", "ftp://h", "--spec-url", "http://h:1"], "is not an http(s) URL"),
     "trace-diff": (["{tmp}/nowhere", "{tmp}/nowhere"], "cannot read"),
     "server-parity": (["{tmp}/nowhere.toml", "--out", "{tmp}/out"], "cannot read"),

@@ -1,4 +1,4 @@
-"""Verbs of the drift harness: ``demo``, ``cost`` and ``harness-server``."""
+"""Verbs of the drift harness: ``demo``, ``cost``, ``harness-server`` and ``model-dir``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from gdn_parity.drift.model.config import SIZES
 from gdn_parity.drift.model.footprint import RunHolds
 from gdn_parity.drift.model.server.padding import MAX_BATCH
 from gdn_parity.drift.model.stacks import default_stack, kv_cache_problem
+from gdn_parity.drift.modeldir.configs import MAX_GAMMA
 from gdn_parity.drift.run.variants import VARIANTS, Variant, variant_named
 from gdn_parity.errors import GdnParityError
 
@@ -268,6 +269,45 @@ def cmd_harness_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def draft_gamma(text: str) -> int:
+    """``model-dir --gamma``: 1 to ``MAX_GAMMA``, with the reason for the cap."""
+    value = integer(text)
+    if not 1 <= value <= MAX_GAMMA:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be 1 to {MAX_GAMMA} (a DSpark block longer than sglang's DFlash "
+            f"default of {MAX_GAMMA} has no draft to match, and the verify keeps gamma + 1 GDN "
+            "states per request)"
+        )
+    return value
+
+
+def cmd_model_dir(args: argparse.Namespace) -> int:
+    from gdn_parity.drift.modeldir.write import ModelDirPlan, plan_problem, write_model_dir
+
+    plan = ModelDirPlan(
+        size=args.size,
+        out=args.out,
+        gamma=args.gamma,
+        device=args.device,
+        weights=not args.no_weights,
+    )
+    problem = plan_problem(plan)
+    if problem is not None:
+        raise GdnParityError(problem)
+    if plan.weights:
+        require_extra("demo", args.command)
+        _check_device(args.device, "--no-weights" if SIZES[args.size].gpu_only else "--device cpu")
+    writable_dirs((args.out, "OUT"))
+    written = write_model_dir(plan)
+    weights = (
+        f"{written.weight_bytes / 1e9:.2f} GB of seeded weights"
+        if written.weight_bytes
+        else "no weights (serve it with --load-format dummy)"
+    )
+    print(f"wrote {written.target} (config, {weights}) and {written.draft} (config)")
+    return 0
+
+
 def _model_arguments(p: argparse.ArgumentParser, on_gpu: bool = False) -> None:
     p.add_argument(
         "--size",
@@ -498,3 +538,51 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--trace", type=path, help="write the GDN state trace (one file) to this directory"
     )
     p.set_defaults(func=cmd_harness_server)
+
+    p = sub.add_parser(
+        "model-dir",
+        help="write the harness's model as directories a real sglang server loads",
+        description="Write OUT/target and OUT/draft for a real sglang server. OUT/target is "
+        "the harness's model as a text-only Qwen3.5 checkpoint: config.json, and the harness's "
+        "seeded weights as safetensors, under the names and norm conventions of sglang's "
+        "Qwen3_5ForCausalLM. Its greedy output varies as the harness model's does, not the one "
+        "repeated token of --load-format dummy. OUT/draft holds the config.json of a DSpark draft "
+        "(Qwen3DSparkModel), without weights. Every geometry number is the harness's for SIZE. "
+        "Serve the target with launch_server --model-path OUT/target --skip-tokenizer-init (no "
+        "tokenizer is written: requests carry input_ids) and --mamba-ssm-dtype bfloat16 (the "
+        "harness's default SSM pool; the config says float32, as Qwen3.5's); after "
+        "--no-weights, add --load-format dummy. A DSpark server adds --speculative-algorithm "
+        "DSPARK --speculative-draft-model-path OUT/draft --speculative-draft-load-format dummy "
+        "--speculative-num-draft-tokens GAMMA+1. OUT must not exist, or be an empty directory. "
+        "Everything is written beside it and renamed into place: a failure or an interrupt "
+        "leaves nothing. 2 on bad input.",
+    )
+    p.add_argument(
+        "size",
+        choices=sorted(SIZES),
+        metavar="SIZE",
+        help="the harness model: tiny, large, 27b-8l or 27b (see demo --help)",
+    )
+    p.add_argument("out", type=path, metavar="OUT", help="the directory to write")
+    p.add_argument(
+        "--gamma",
+        type=draft_gamma,
+        default=3,
+        help=f"the draft's block_size, the tokens it drafts per step (1 to {MAX_GAMMA}; 3); "
+        "the server's --speculative-num-draft-tokens (gamma + 1) overrides it",
+    )
+    p.add_argument(
+        "--device",
+        default="cpu",
+        choices=DEVICES,
+        help="where the weights are drawn: cpu (default) or cuda; 27b-8l's are drawn on the "
+        "GPU, as the harness draws them, so it needs cuda (about 11 GB)",
+    )
+    p.add_argument(
+        "--no-weights",
+        action="store_true",
+        help="write the configs only, for --load-format dummy (cost runs: dummy weights make "
+        "every greedy output one repeated token); needed for 27b, whose 54 GB checkpoint is "
+        "not written",
+    )
+    p.set_defaults(func=cmd_model_dir)
