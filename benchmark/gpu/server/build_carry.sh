@@ -12,11 +12,11 @@
 #   3. packs the site with xz and splits it into .gpu/srv/part-NN, with .gpu/srv/SHA256SUMS
 #      (every part, and the whole payload as "payload").
 # Then `python3 benchmark/gpu/server/plan_calls.py` prints the device calls that carry them.
-# Usage: bash benchmark/gpu/server/build_carry.sh [PART_MIB]   (default 54)
+# Usage: bash benchmark/gpu/server/build_carry.sh [PART_MIB]   (default 50)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
-part_mib=${1:-54}
+part_mib=${1:-50}
 case $part_mib in '' | *[!0-9]*) echo "build_carry.sh: PART_MIB must be a whole number of MiB" >&2; exit 2 ;; esac
 dl=$root/.gpu/srv-dl
 out=$root/.gpu/srv

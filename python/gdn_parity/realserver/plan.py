@@ -50,7 +50,7 @@ tree = "${TREE}"
 mode = "dspark"
 gamma = 1                     # --speculative-dspark-block-size (verify rows: gamma + 1)
 model = "${MODEL}"
-draft = "${DRAFT}"            # the draft's config.json (its block_size is overridden); weights: dummy
+draft = "${DRAFT}"            # the draft's config.json (gamma overrides block_size)
 mem_fraction = 0.4
 
 [comparisons.reporter]
