@@ -101,7 +101,31 @@ def _bad_trace(tmp_path: Path, kind: str) -> Path:
         path.write_text(json.dumps(HEADER) + "\n" + json.dumps(record) + "\n")
     elif kind == "a-directory":
         path.mkdir()
+    elif kind in WRONG_FIELDS:
+        key, value = WRONG_FIELDS[kind]
+        records = [_record(0), {**_record(1, checkpoint="verify_step", step=0), key: value}]
+        path.write_text("\n".join(json.dumps(r) for r in [HEADER, *records]) + "\n")
+    elif kind == "flags-a-list":
+        path.write_text(text.replace(json.dumps(HEADER), json.dumps({**HEADER, "flags": ["x"]})))
+    elif kind == "digest-without-l2":
+        digest = {k: v for k, v in DIGEST.items() if k != "l2"}
+        path.write_text(text + json.dumps(_record(70, ssm={**digest, "sha256": "t"})) + "\n")
+    elif kind == "nested-100k-deep":
+        path.write_text(json.dumps(HEADER) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n")
+    elif kind == "a-5000-digit-number":
+        path.write_text(json.dumps(HEADER) + '\n{"type": "state", "pos": ' + "9" * 5000 + "}\n")
     return path
+
+
+# A field of the third line (a verify_step record) of the wrong JSON type. Before, each was an
+# internal error (exit 70) where the field was used: sorted, subtracted or hashed.
+WRONG_FIELDS = {
+    "pos-a-string": ("pos", "1"),
+    "layer-a-string": ("layer", "0"),
+    "step-a-string": ("step", "0"),
+    "rid-a-list": ("rid", ["r"]),
+    "checkpoint-a-list": ("checkpoint", ["verify_step"]),
+}
 
 
 @pytest.mark.parametrize(
@@ -118,6 +142,15 @@ def _bad_trace(tmp_path: Path, kind: str) -> Path:
         ("verify-step-without-step", "line 2 is a verify_step record without ['step']"),
         ("a-directory", "cannot read"),
         ("missing", "cannot read"),
+        ("pos-a-string", "line 3 has a string for 'pos', not an integer"),
+        ("layer-a-string", "line 3 has a string for 'layer', not an integer"),
+        ("step-a-string", "line 3 has a string for 'step', not an integer"),
+        ("rid-a-list", "line 3 has a list for 'rid', not a string or an integer"),
+        ("checkpoint-a-list", "line 3 has a list for 'checkpoint', not a string"),
+        ("flags-a-list", "line 1 has a list for 'flags', not an object"),
+        ("digest-without-l2", "line 72 lacks ['l2'] in its ssm digest"),
+        ("nested-100k-deep", "line 2 nests deeper than Python's JSON reader goes"),
+        ("a-5000-digit-number", "line 2 holds a number too long to read"),
     ],
 )
 def test_trace_diff_refuses_a_file_that_is_not_a_trace(
