@@ -224,6 +224,11 @@ def test_repro_refuses_input_ids_that_are_not_token_ids(content, message, tmp_pa
         (["--timeout", "nan"], "argument --timeout: 'nan' is not a finite number of seconds"),
         (["--timeout", "inf"], "argument --timeout: 'inf' is not a finite number of seconds"),
         (["--timeout", "x"], "argument --timeout: 'x' is not a finite number of seconds"),
+        # Before: an internal error (exit 70), the socket's OverflowError.
+        (["--timeout", "1e12"], "argument --timeout: '1e12' is more than 86400 seconds (a day)"),
+        (["--timeout", "1e17"], "argument --timeout: '1e17' is more than 86400 seconds"),
+        (["--timeout", "1e300"], "argument --timeout: '1e300' is more than 86400 seconds"),
+        (["--timeout", "86401"], "argument --timeout: '86401' is more than 86400 seconds"),
         (["--repeats", "0"], "argument --repeats: '0' must be at least 1"),
         (["--max-new-tokens", "x"], "argument --max-new-tokens: 'x' is not an integer"),
         ([], "the following arguments are required: --base-url, --spec-url"),
@@ -232,6 +237,14 @@ def test_repro_refuses_input_ids_that_are_not_token_ids(content, message, tmp_pa
 def test_repro_refuses_bad_numbers(args, message, run_cli):
     urls = ["--base-url", "http://h:1", "--spec-url", "http://h:1"] if args else []
     assert_refused(run_cli("repro", *urls, *args), message)
+
+
+def test_repro_takes_a_timeout_of_a_day(run_cli):
+    """The longest --timeout accepted: the refusal is of the server, not of the option."""
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    proc = run_cli("repro", "--base-url", url, "--spec-url", url, "--timeout", "86400")
+    assert_refused(proc, f"{url}/generate is unreachable")
 
 
 def test_ctrl_c_exits_130_with_a_short_message():
@@ -452,11 +465,36 @@ def test_cost_refuses_a_profile_of_eager_steps_naming_the_fix(tmp_path, run_cli)
         (["--port", "http"], "argument --port: 'http' is not a port number"),
         (["--gamma", "0"], "argument --gamma: '0' must be at least 1"),
         (["--context-length", "1"], "argument --context-length: '1' must be at least 16"),
+        # Before: an internal error (exit 70), a KV cache of 64 GB that could not be allocated.
+        (
+            ["--context-length", "1000000000"],
+            "argument --context-length: '1000000000' must be at most 131072",
+        ),
         (["--mode", "natural"], "argument --mode: invalid choice"),
     ],
 )
 def test_harness_server_refuses_bad_arguments(args, message, run_cli):
     assert_refused(run_cli("harness-server", *args), message)
+
+
+@pytest.mark.parametrize(
+    "args,option",
+    [
+        (["demo", "--gammas", "1,1000000000"], "--gammas: '1,1000000000': every item"),
+        (["demo", "--natural-gamma", "1000000000"], "--natural-gamma: '1000000000'"),
+        (["cost", "--gamma", "3,257"], "--gamma: '3,257': every item"),
+        # on a port in use: were the option taken, the server would refuse that, not serve
+        (["harness-server", "--gamma", "257", "--port", "{taken}"], "--gamma: '257'"),
+    ],
+)
+def test_a_gamma_past_the_limit_is_refused_before_any_work(args, option, tmp_path, run_cli):
+    """A verify round holds its gamma + 1 rows at once. Before: the demo took 10**9, started
+    its workers, and each failed to allocate a KV cache of 64 GB, leaving its log."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        args = [a.format(taken=taken.getsockname()[1]) for a in args]
+        proc = run_cli(*args, cwd=tmp_path)
+    assert_refused(proc, f"argument {option} must be at most 256")
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- the queue verbs --------------------------------------------------------------
