@@ -497,6 +497,33 @@ def test_a_gamma_past_the_limit_is_refused_before_any_work(args, option, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+# --- the lead's stop check ------------------------------------------------------------
+
+# The bad inputs the stop check runs in a temporary directory, which holds "garbage" (bytes
+# that are no text) and "a-file" (a regular file).
+STOP_CHECK = [
+    ["trace-diff", "garbage", "garbage"],
+    ["repro", "--base-url", "notaurl", "--spec-url", "http://127.0.0.1:9"],
+    ["status", "missing"],
+    ["tree", "a-file"],
+    ["no-such-verb"],
+    ["repro", "--base-url", "http://127.0.0.1:9", "--spec-url", "http://127.0.0.1:9",
+     "--timeout", "1e12"],
+    ["demo", "--gammas", "1000000000"],
+    ["harness-server", "--context-length", "1000000000"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("args", STOP_CHECK, ids=" ".join)
+def test_the_stop_checks_bad_inputs_are_refused_on_one_line(args, tmp_path, run_cli):
+    (tmp_path / "garbage").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "a-file").write_text("keep me\n")
+    before = _files(tmp_path)
+    assert_refused(run_cli(*args, cwd=tmp_path), "error: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "garbage"]
+    assert _files(tmp_path) == before
+
+
 # --- the queue verbs --------------------------------------------------------------
 
 
