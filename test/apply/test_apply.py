@@ -138,6 +138,43 @@ def test_read_only_file_is_refused_and_changes_nothing(package, changes, series)
     assert snapshot(package) == before
 
 
+@pytest.mark.parametrize("verb", ["apply", "revert"])
+def test_a_write_that_fails_midway_leaves_the_package_as_it_was(verb, package, changes, series):
+    """The last touched file immutable (``chattr +i``), so that the files before it are
+    replaced first: they are put back, and no temporary file is left. Before, a refused
+    apply left ``<file>.gdn-parity-tmp`` in the package, and its error was the put-back's."""
+    target = PackageTarget(package, series)
+    if verb == "revert":
+        target.apply(changes)
+    last = next(package / c.package_path for c in reversed(changes) if c.in_package)
+    before = snapshot(package)
+    paths = sorted(package.rglob("*"))
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(last)], capture_output=True).returncode:
+        pytest.skip("chattr +i needs chattr, root and a file system that takes it")
+    try:
+        with pytest.raises(GdnParityError) as refused:
+            getattr(target, verb)(changes)
+    finally:
+        subprocess.run([chattr, "-i", str(last)], check=True)
+    assert (
+        str(refused.value) == f"nothing was changed: writing {last} failed: Operation not permitted"
+    )
+    assert sorted(package.rglob("*")) == paths
+    assert snapshot(package) == before
+
+
+def test_a_folder_where_a_temporary_file_would_go_is_left_alone(package, changes, series):
+    """Each temporary file has a name of its own. Before, a folder named
+    ``<file>.gdn-parity-tmp`` (or another run's file there) was written into."""
+    first = next(package / c.package_path for c in changes if c.in_package)
+    folder = first.with_name(first.name + ".gdn-parity-tmp")
+    folder.mkdir()
+    PackageTarget(package, series).apply(changes)
+    assert PackageTarget(package, series).status(changes).state is State.PATCHED
+    assert folder.is_dir() and list(folder.iterdir()) == []
+
+
 def test_revert_of_a_file_edited_after_apply_is_refused(package, changes, series):
     PackageTarget(package, series).apply(changes)
     touched = next(c for c in changes if c.in_package and c.after is not None)

@@ -103,7 +103,31 @@ def _bad_trace(tmp_path: Path, kind: str) -> Path:
         path.write_text(json.dumps(HEADER) + "\n" + json.dumps(record) + "\n")
     elif kind == "a-directory":
         path.mkdir()
+    elif kind in WRONG_FIELDS:
+        key, value = WRONG_FIELDS[kind]
+        records = [_record(0), {**_record(1, checkpoint="verify_step", step=0), key: value}]
+        path.write_text("\n".join(json.dumps(r) for r in [HEADER, *records]) + "\n")
+    elif kind == "flags-a-list":
+        path.write_text(text.replace(json.dumps(HEADER), json.dumps({**HEADER, "flags": ["x"]})))
+    elif kind == "digest-without-l2":
+        digest = {k: v for k, v in DIGEST.items() if k != "l2"}
+        path.write_text(text + json.dumps(_record(70, ssm={**digest, "sha256": "t"})) + "\n")
+    elif kind == "nested-100k-deep":
+        path.write_text(json.dumps(HEADER) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n")
+    elif kind == "a-5000-digit-number":
+        path.write_text(json.dumps(HEADER) + '\n{"type": "state", "pos": ' + "9" * 5000 + "}\n")
     return path
+
+
+# A field of the third line (a verify_step record) of the wrong JSON type. Before, each was an
+# internal error (exit 70) where the field was used: sorted, subtracted or hashed.
+WRONG_FIELDS = {
+    "pos-a-string": ("pos", "1"),
+    "layer-a-string": ("layer", "0"),
+    "step-a-string": ("step", "0"),
+    "rid-a-list": ("rid", ["r"]),
+    "checkpoint-a-list": ("checkpoint", ["verify_step"]),
+}
 
 
 @pytest.mark.parametrize(
@@ -120,6 +144,15 @@ def _bad_trace(tmp_path: Path, kind: str) -> Path:
         ("verify-step-without-step", "line 2 is a verify_step record without ['step']"),
         ("a-directory", "cannot read"),
         ("missing", "cannot read"),
+        ("pos-a-string", "line 3 has a string for 'pos', not an integer"),
+        ("layer-a-string", "line 3 has a string for 'layer', not an integer"),
+        ("step-a-string", "line 3 has a string for 'step', not an integer"),
+        ("rid-a-list", "line 3 has a list for 'rid', not a string or an integer"),
+        ("checkpoint-a-list", "line 3 has a list for 'checkpoint', not a string"),
+        ("flags-a-list", "line 1 has a list for 'flags', not an object"),
+        ("digest-without-l2", "line 72 lacks ['l2'] in its ssm digest"),
+        ("nested-100k-deep", "line 2 nests deeper than Python's JSON reader goes"),
+        ("a-5000-digit-number", "line 2 holds a number too long to read"),
     ],
 )
 def test_trace_diff_refuses_a_file_that_is_not_a_trace(
@@ -193,6 +226,11 @@ def test_repro_refuses_input_ids_that_are_not_token_ids(content, message, tmp_pa
         (["--timeout", "nan"], "argument --timeout: 'nan' is not a finite number of seconds"),
         (["--timeout", "inf"], "argument --timeout: 'inf' is not a finite number of seconds"),
         (["--timeout", "x"], "argument --timeout: 'x' is not a finite number of seconds"),
+        # Before: an internal error (exit 70), the socket's OverflowError.
+        (["--timeout", "1e12"], "argument --timeout: '1e12' is more than 86400 seconds (a day)"),
+        (["--timeout", "1e17"], "argument --timeout: '1e17' is more than 86400 seconds"),
+        (["--timeout", "1e300"], "argument --timeout: '1e300' is more than 86400 seconds"),
+        (["--timeout", "86401"], "argument --timeout: '86401' is more than 86400 seconds"),
         (["--repeats", "0"], "argument --repeats: '0' must be at least 1"),
         (["--max-new-tokens", "x"], "argument --max-new-tokens: 'x' is not an integer"),
         ([], "the following arguments are required: --base-url, --spec-url"),
@@ -201,6 +239,14 @@ def test_repro_refuses_input_ids_that_are_not_token_ids(content, message, tmp_pa
 def test_repro_refuses_bad_numbers(args, message, run_cli):
     urls = ["--base-url", "http://h:1", "--spec-url", "http://h:1"] if args else []
     assert_refused(run_cli("repro", *urls, *args), message)
+
+
+def test_repro_takes_a_timeout_of_a_day(run_cli):
+    """The longest --timeout accepted: the refusal is of the server, not of the option."""
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    proc = run_cli("repro", "--base-url", url, "--spec-url", url, "--timeout", "86400")
+    assert_refused(proc, f"{url}/generate is unreachable")
 
 
 def test_ctrl_c_exits_130_with_a_short_message():
@@ -421,11 +467,63 @@ def test_cost_refuses_a_profile_of_eager_steps_naming_the_fix(tmp_path, run_cli)
         (["--port", "http"], "argument --port: 'http' is not a port number"),
         (["--gamma", "0"], "argument --gamma: '0' must be at least 1"),
         (["--context-length", "1"], "argument --context-length: '1' must be at least 16"),
+        # Before: an internal error (exit 70), a KV cache of 64 GB that could not be allocated.
+        (
+            ["--context-length", "1000000000"],
+            "argument --context-length: '1000000000' must be at most 131072",
+        ),
         (["--mode", "natural"], "argument --mode: invalid choice"),
     ],
 )
 def test_harness_server_refuses_bad_arguments(args, message, run_cli):
     assert_refused(run_cli("harness-server", *args), message)
+
+
+@pytest.mark.parametrize(
+    "args,option",
+    [
+        (["demo", "--gammas", "1,1000000000"], "--gammas: '1,1000000000': every item"),
+        (["demo", "--natural-gamma", "1000000000"], "--natural-gamma: '1000000000'"),
+        (["cost", "--gamma", "3,257"], "--gamma: '3,257': every item"),
+        # on a port in use: were the option taken, the server would refuse that, not serve
+        (["harness-server", "--gamma", "257", "--port", "{taken}"], "--gamma: '257'"),
+    ],
+)
+def test_a_gamma_past_the_limit_is_refused_before_any_work(args, option, tmp_path, run_cli):
+    """A verify round holds its gamma + 1 rows at once. Before: the demo took 10**9, started
+    its workers, and each failed to allocate a KV cache of 64 GB, leaving its log."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        args = [a.format(taken=taken.getsockname()[1]) for a in args]
+        proc = run_cli(*args, cwd=tmp_path)
+    assert_refused(proc, f"argument {option} must be at most 256")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- the lead's stop check ------------------------------------------------------------
+
+# The bad inputs the stop check runs in a temporary directory, which holds "garbage" (bytes
+# that are no text) and "a-file" (a regular file).
+STOP_CHECK = [
+    ["trace-diff", "garbage", "garbage"],
+    ["repro", "--base-url", "notaurl", "--spec-url", "http://127.0.0.1:9"],
+    ["status", "missing"],
+    ["tree", "a-file"],
+    ["no-such-verb"],
+    ["repro", "--base-url", "http://127.0.0.1:9", "--spec-url", "http://127.0.0.1:9",
+     "--timeout", "1e12"],
+    ["demo", "--gammas", "1000000000"],
+    ["harness-server", "--context-length", "1000000000"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("args", STOP_CHECK, ids=" ".join)
+def test_the_stop_checks_bad_inputs_are_refused_on_one_line(args, tmp_path, run_cli):
+    (tmp_path / "garbage").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "a-file").write_text("keep me\n")
+    before = _files(tmp_path)
+    assert_refused(run_cli(*args, cwd=tmp_path), "error: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "garbage"]
+    assert _files(tmp_path) == before
 
 
 # --- the queue verbs --------------------------------------------------------------

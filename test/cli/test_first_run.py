@@ -107,6 +107,54 @@ def test_a_stopped_demo_stops_its_workers_and_leaves_no_output_directory(
     assert not alive, alive
 
 
+def _sigterms_until_it_exits(proc: subprocess.Popen) -> str:
+    """SIGTERM, then another every millisecond until ``proc`` exits, as an impatient user or
+    service manager sends them; its stderr."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        while proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.001)
+        return proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tree
+def test_sigterms_while_the_harness_server_stops_are_quiet(series):
+    """Before: a SIGTERM after the first, raised again while the server stopped, printed an
+    atexit callback's traceback (torch's), or killed the process (status -15, not 143)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gdn_parity.cli", "harness-server", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert "listening on http://" in proc.stdout.readline()
+    err = _sigterms_until_it_exits(proc)
+    assert proc.returncode == 143, err
+    assert err == "gdn-parity harness-server: terminated\n"
+
+
+def test_sigterms_while_a_verb_stops_are_quiet():
+    """As above, for a repro that waits on a server that never answers (no tree needed)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(60)  # an error, not a wait for ever, if repro never connects
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gdn_parity.cli", "repro", "--base-url", url, "--spec-url", url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        with listener.accept()[0]:  # connected, and never answered
+            err = _sigterms_until_it_exits(proc)
+    assert proc.returncode == 143, err
+    assert err == "gdn-parity repro: terminated\n"
+
+
 @pytest.mark.slow
 @pytest.mark.needs_tree
 def test_harness_server_prints_no_notice_the_user_cannot_act_on(series, tmp_path):

@@ -154,3 +154,17 @@ def test_a_file_that_is_not_a_trace_is_refused(tmp_path, content, message, run_c
     proc = run_cli("trace-diff", str(path), str(path))
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+def test_a_verify_step_its_rounds_rows_do_not_back_is_off_path(tmp_path, run_cli):
+    """A ``step`` of 10**20 that starts its round past base's tokens, with no rows before it.
+    Before: trace-diff compared every row up to it with base's tokens, a missing row equal to
+    a missing token, and never ended."""
+    spec = [
+        _state("verify_input", 4, "s4", token=10, token_pos=4),
+        _state("verify_step", 101, "x", token=10, token_pos=10**20 + 100, step=10**20),
+    ]
+    base, spec = _write(tmp_path / "b", _base()), _write(tmp_path / "s", spec)
+    proc = run_cli("trace-diff", str(base), str(spec), timeout=120)  # before: no end
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped 1 verify-step snapshots off base's token path" in proc.stdout

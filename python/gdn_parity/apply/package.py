@@ -11,6 +11,7 @@ import ast
 import importlib.util
 import json
 import os
+import secrets
 import stat
 import subprocess
 from dataclasses import dataclass, replace
@@ -155,30 +156,68 @@ def _check_writable(target: Path, changes: list[FileChange]) -> None:
 
 
 def _write_all(target: Path, wanted: dict[str, bytes | None]) -> None:
-    """Make each ``package path -> bytes`` true, or restore everything on failure. A file
-    that is replaced keeps its permission bits (a wheel installs some modules executable)."""
+    """Make each ``package path -> bytes`` true, or, where a write fails, put back every file
+    it changed and remove what it made (temporary files and folders): nothing is left behind.
+    A file that is replaced keeps its permission bits (a wheel installs some modules
+    executable)."""
     saved: dict[Path, bytes | None] = {}
-    try:
-        for rel, data in wanted.items():
-            path = target / rel
+    made: list[Path] = []  # the folders and temporary files made, in order
+    for rel, data in wanted.items():
+        path = target / rel
+        try:
             saved[path] = path.read_bytes() if path.is_file() else None
             if data is None:
                 if path.exists():
                     path.unlink()
                 continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".gdn-parity-tmp")
-            tmp.write_bytes(data)
+            _make_folders(path.parent, made)
+            # A name of its own: one already there (a folder, another run's file) is not ours.
+            tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.gdn-parity-tmp")
+            handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            made.append(tmp)
+            with open(handle, "wb") as file:
+                file.write(data)
             if saved[path] is not None:
                 os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
             os.replace(tmp, path)
-    except OSError as exc:
-        for path, data in saved.items():
-            if data is None:
-                path.unlink(missing_ok=True)
-            else:
-                path.write_bytes(data)
-        raise GdnParityError(f"nothing was changed: writing failed ({exc})") from exc
+        except OSError as exc:
+            failed = f"writing {path} failed: {exc.strerror or exc}"
+            try:
+                _undo(saved, made)
+            except OSError as again:
+                raise GdnParityError(
+                    f"{failed}; putting the package back failed too ({again}): reinstall "
+                    "sglang to restore its files"
+                ) from again
+            raise GdnParityError(f"nothing was changed: {failed}") from exc
+
+
+def _make_folders(folder: Path, made: list[Path]) -> None:
+    """Make ``folder`` and the missing folders above it, adding each to ``made``."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        folder.mkdir()
+        made.append(folder)
+
+
+def _undo(saved: dict[Path, bytes | None], made: list[Path]) -> None:
+    """Put back the saved bytes of every file that changed (None: absent), then remove what
+    was made, newest first (a temporary file that was renamed is gone already)."""
+    for path, data in saved.items():
+        if (path.read_bytes() if path.is_file() else None) == data:
+            continue
+        if data is None:
+            path.unlink()
+        else:
+            path.write_bytes(data)
+    for path in reversed(made):
+        if path.is_dir():
+            path.rmdir()
+        else:
+            path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

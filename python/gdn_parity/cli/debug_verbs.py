@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from gdn_parity.cli.options import int_at_least, path, positive_int, positive_seconds
+from gdn_parity.cli.options import MAX_SECONDS, int_at_least, path, positive_int, positive_seconds
 from gdn_parity.debug.issue35150 import MAX_NEW_TOKENS
 from gdn_parity.errors import GdnParityError
 
@@ -78,7 +78,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--repeats", type=positive_int, default=1, help="send the request this many times (1)"
     )
     p.add_argument(
-        "--timeout", type=positive_seconds, default=600.0, help="seconds per request (600)"
+        "--timeout",
+        type=positive_seconds,
+        default=600.0,
+        help=f"seconds per request (600; at most {MAX_SECONDS})",
     )
     p.add_argument("--rid", default="gdn-parity-repro", help="request id prefix (same on both)")
     p.set_defaults(func=cmd_repro)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gdn_parity.cli.options import (
     int_at_least,
+    int_list_at_least,
     integer,
     path,
     port,
@@ -39,6 +40,13 @@ DEMO_VARIANTS = {
 }
 DEFAULT_BATCH = 5  # the server stack's: padded to 8 in a Base server's decode
 MAX_TOKENS = 100_000  # the KV cache and the recorded rows grow with it: beyond, a run fills memory
+# A verify round holds its gamma + 1 rows at once, each with its fp32 logits over Qwen3.5's
+# vocabulary (about 1 MiB) and a GDN state snapshot (6 MiB at --size large): 256 drafts take
+# about 1.8 GiB per worker there. The KV cache grows with gamma too.
+MAX_GAMMA = 256
+# The harness server allocates its KV cache whole at start-up: 512 MiB at --size large for
+# this many tokens (the GPU sizes are checked against the GPU's memory as well).
+MAX_CONTEXT = 131_072
 COST_VARIANTS = [v.name for v in VARIANTS if v.isolate is None]  # the server configurations
 # The harness server runs the row-wise stack, which has no deterministic-inference variant.
 SERVER_VARIANTS = [v.name for v in VARIANTS if not v.deterministic]
@@ -390,12 +398,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--gammas",
-        type=positive_int_list,
+        type=int_list_at_least(1, MAX_GAMMA),
         default=[1, 2, 3, 4],
-        help="forced-reject gammas (1,2,3,4)",
+        help=f"forced-reject gammas (1,2,3,4; each at most {MAX_GAMMA})",
     )
     p.add_argument(
-        "--natural-gamma", type=positive_int, default=3, help="gamma of the natural modes (3)"
+        "--natural-gamma",
+        type=int_at_least(1, MAX_GAMMA),
+        default=3,
+        help=f"gamma of the natural modes (3; at most {MAX_GAMMA})",
     )
     p.add_argument(
         "--accept-rates",
@@ -472,9 +483,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--gamma",
-        type=positive_int_list,
+        type=int_list_at_least(1, MAX_GAMMA),
         default=[3],
-        help="drafts per verify; a list times one verify per gamma (3)",
+        help=f"drafts per verify; a list times one verify per gamma (3; each at most {MAX_GAMMA})",
     )
     p.add_argument("--replays", type=positive_int, default=50, help="timed replays (50)")
     p.add_argument(
@@ -526,11 +537,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "target's own token (sglang#35150's experiment)",
     )
     p.add_argument(
-        "--gamma", type=positive_int, default=1, help="drafts per verify (forced-reject; 1)"
+        "--gamma",
+        type=int_at_least(1, MAX_GAMMA),
+        default=1,
+        help=f"drafts per verify (forced-reject; 1; at most {MAX_GAMMA})",
     )
     _model_arguments(p)
     p.add_argument(
-        "--context-length", type=int_at_least(16), default=1024, help="tokens per request (1024)"
+        "--context-length",
+        type=int_at_least(16, MAX_CONTEXT),
+        default=1024,
+        help=f"tokens per request (1024; at most {MAX_CONTEXT})",
     )
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (127.0.0.1)")
     p.add_argument("--port", type=port, default=30000, help="0 picks a free port (30000)")

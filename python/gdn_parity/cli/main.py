@@ -43,6 +43,13 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(signum: int, frame: object) -> NoReturn:
+    """Raise ``Terminated`` once: a SIGTERM after it, while the verb stops, is ignored.
+
+    Raised again, it would cut the verb's cleanup short, or at exit print an atexit callback's
+    traceback. Ignored (not a handler of Python's, which exit resets to the default), it
+    cannot kill the process either, so the exit status stays 143.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated
 
 

@@ -108,6 +108,11 @@ def port(text: str) -> int:
     return value
 
 
+# The longest wait an option takes. A socket's timeout overflows past about 9.2e9 s (its
+# nanoseconds are a 64-bit integer); no request to a server takes a day.
+MAX_SECONDS = 86_400
+
+
 def _positive(text: str, kind: str) -> float:
     """A finite number above 0, else argparse's error saying it is not ``kind``."""
     try:
@@ -125,8 +130,13 @@ def positive_number(text: str) -> float:
 
 
 def positive_seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds above 0."""
-    return _positive(text, "a finite number of seconds above 0")
+    """An argparse type: a number of seconds above 0, at most ``MAX_SECONDS``."""
+    value = _positive(text, "a finite number of seconds above 0")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is more than {MAX_SECONDS} seconds (a day), the longest wait accepted"
+        )
+    return value
 
 
 def _comma_list(text: str, item: Callable[[str], float], kind: str, example: str) -> list:
@@ -139,12 +149,22 @@ def _comma_list(text: str, item: Callable[[str], float], kind: str, example: str
         ) from None
 
 
-def positive_int_list(text: str) -> list[int]:
-    """``1,2,3``: every item an integer of at least 1."""
-    values = _comma_list(text, int, "integers", "1,2,3")
-    if min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: every item must be at least 1")
-    return values
+def int_list_at_least(low: int, high: int | None = None) -> Callable[[str], list[int]]:
+    """An argparse type: ``1,2,3``, every item an integer no smaller than ``low`` (and no
+    larger than ``high``)."""
+
+    def parse(text: str) -> list[int]:
+        values = _comma_list(text, int, "integers", "1,2,3")
+        if min(values) < low:
+            raise argparse.ArgumentTypeError(f"{text!r}: every item must be at least {low}")
+        if high is not None and max(values) > high:
+            raise argparse.ArgumentTypeError(f"{text!r}: every item must be at most {high}")
+        return values
+
+    return parse
+
+
+positive_int_list = int_list_at_least(1)
 
 
 def probability_list(text: str) -> list[float]:

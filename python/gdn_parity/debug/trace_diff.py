@@ -47,18 +47,58 @@ class Trace:
         )
 
 
-_STATE_KEYS = ("rid", "pos", "layer", "checkpoint", "ssm", "conv")
+# A state record's fields and their JSON types (sglang's GDNStateTrace writes them so).
+_STATE_FIELDS: dict[str, tuple[type, ...]] = {
+    "rid": (str, int),
+    "pos": (int,),
+    "layer": (int,),
+    "checkpoint": (str,),
+    "ssm": (dict,),
+    "conv": (dict,),
+}
+_OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
+    "step": (int,),
+    "token": (int,),
+    "token_pos": (int,),
+}
+_DIGEST_FIELDS: dict[str, tuple[type, ...]] = {"sha256": (str,), "l2": (int, float)}
+_JSON_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an object"}
+
+
+def _json_name(value: object) -> str:
+    """The JSON type of a parsed value, as a message names it."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return _JSON_NAMES.get(type(value), "a list")
+
+
+def _wrong_type(where: str, value: object, types: tuple[type, ...]) -> str | None:
+    """Why ``value`` is not of ``types`` (a boolean is no number), or None."""
+    if isinstance(value, types) and not isinstance(value, bool):
+        return None
+    wanted = "a number" if float in types else " or ".join(_JSON_NAMES[t] for t in types)
+    return f"has {_json_name(value)} for {where}, not {wanted}"
 
 
 def _state_problem(record: dict) -> str | None:
     """What makes a ``state`` record unusable, or None."""
-    missing = [key for key in _STATE_KEYS if key not in record]
+    missing = [key for key in _STATE_FIELDS if key not in record]
     if missing:
         return f"lacks {missing}"
+    for key, types in (_STATE_FIELDS | _OPTIONAL_FIELDS).items():
+        if key in record and (problem := _wrong_type(repr(key), record[key], types)):
+            return problem
     if record["checkpoint"] not in ORDER:
         return f"has an unknown checkpoint {record['checkpoint']!r}"
-    if not all(isinstance(record[k], dict) and "sha256" in record[k] for k in ("ssm", "conv")):
-        return "has no ssm/conv sha256"
+    for state in ("ssm", "conv"):
+        absent = [key for key in _DIGEST_FIELDS if key not in record[state]]
+        if absent:
+            return f"lacks {absent} in its {state} digest"
+        for key, types in _DIGEST_FIELDS.items():
+            if problem := _wrong_type(f"{state} {key!r}", record[state][key], types):
+                return problem
     needs = {"verify_step": {"step", "token", "token_pos"}, "verify_input": {"token", "token_pos"}}
     wanted = needs.get(record["checkpoint"], set()) | (
         {"token_pos"} if "token" in record else set()
@@ -97,6 +137,16 @@ def read_trace(path: Path) -> Trace:
             else:
                 why = ""
             raise GdnParityError(f"{path}: line {number} is not JSON{why}") from None
+        except RecursionError:
+            raise GdnParityError(
+                f"{path}: line {number} nests deeper than Python's JSON reader goes, so it is "
+                "not a trace record"
+            ) from None
+        except ValueError:  # valid JSON that Python refuses: an integer of over 4,300 digits
+            raise GdnParityError(
+                f"{path}: line {number} holds a number too long to read, so it is not a trace "
+                "record"
+            ) from None
         if not isinstance(record, dict):
             raise GdnParityError(f"{path}: line {number} is not a JSON object")
         if parsed and record.get("type") == "state" and (problem := _state_problem(record)):
@@ -106,6 +156,8 @@ def read_trace(path: Path) -> Trace:
         raise GdnParityError(f"{path} is not a GDN state trace (no {TRACE_FORMAT} header line)")
     if parsed[0].get("version") != 1:
         raise GdnParityError(f"{path}: trace version {parsed[0].get('version')} is not supported")
+    if problem := _wrong_type("'flags'", parsed[0].get("flags", {}), (dict,)):
+        raise GdnParityError(f"{path}: line 1 {problem}")
     records = [r for r in parsed[1:] if r.get("type") == "state"]
     return Trace(path, parsed[0], records)
 
@@ -178,7 +230,8 @@ def diff_traces(base: Trace, spec: Trace, rid: str | None = None) -> Diff:
                 tokens[r["token_pos"]] = r["token"]
         records = sorted((r for r in spec.records if r["rid"] == spec_rid), key=_key)
         # A round's rows, by (first position, step): a step is on base's path only if
-        # every row up to it is base's token.
+        # every row up to it is in the trace and is base's token (the check stops at the
+        # first row the trace lacks, so a record's ``step`` cannot make it loop on).
         rows = {
             (r["token_pos"] - r["step"], r["step"]): r["token"]
             for r in records
@@ -191,7 +244,10 @@ def diff_traces(base: Trace, spec: Trace, rid: str | None = None) -> Diff:
                     diff.token_divergence = (spec_rid, r["token_pos"], expected, r["token"])
             if r["checkpoint"] == "verify_step":
                 start = r["token_pos"] - r["step"]
-                if any(tokens.get(start + s) != rows.get((start, s)) for s in range(r["step"] + 1)):
+                if not all(
+                    (start, s) in rows and tokens.get(start + s) == rows[start, s]
+                    for s in range(r["step"] + 1)
+                ):
                     diff.off_path += 1
                     continue
             other = committed.get((r["pos"], r["layer"]))
