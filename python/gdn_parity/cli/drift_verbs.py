@@ -504,12 +504,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "cost",
         help="time one decode and one verify step of the server stack per variant (GPU)",
-        description="For each variant and batch size: build the server stack, prefill every "
-        "request, and time one decode forward and one verify forward per --gamma of the "
-        "padded batch, replayed as a CUDA graph where the capture succeeds (median of "
-        "--replays), beside its floor: the bytes the step must move over the copy bandwidth "
-        "measured in the run. Variants run one after another. Writes cost.md and cost.json "
-        "under --out. Needs --device cuda; 2 on bad input.",
+        description="For each variant, context (--context) and batch size: build the server stack, "
+        "prefill every request, and time one decode forward and one verify forward per "
+        "--gamma of the padded batch, replayed as a CUDA graph where the capture succeeds "
+        "(median of --replays), beside its floor: the bytes the step must move over the copy "
+        "bandwidth measured in the run. Variants run one after another. Writes cost.md and "
+        "cost.json under --out. Needs --device cuda; 2 on bad input.",
     )
     _model_arguments(p, on_gpu=True)
     _kv_cache_arguments(p, has_stacks=False)
