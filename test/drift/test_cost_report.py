@@ -32,11 +32,12 @@ def test_rows_show_median_min_p90_and_the_ratio_to_the_first_variant():
     )
     rows = [line.split("|")[1:-1] for line in table.splitlines()[2:]]
     cells = [[c.strip() for c in row] for row in rows]
-    assert [c[3] for c in cells] == ["decode", "verify γ=3"] * 2
-    assert cells[0][5:9] == ["2.000 (1.900-2.200)", "1.00x", "0.500", "4.00x"]
-    assert cells[1][5:9] == ["4.000 (3.800-4.400)", "1.00x", "0.500", "8.00x"]
-    assert cells[2][5:9] == ["2.500 (2.400-2.900)", "1.25x", "0.500", "5.00x"]
-    assert cells[3][5:9] == ["5.000 (4.900-5.500)", "1.25x", "0.500", "10.00x"]
+    assert [c[4] for c in cells] == ["decode", "verify γ=3"] * 2
+    assert {c[2] for c in cells} == {"24"}  # the reporter's prompt: request 0's 24 tokens
+    assert cells[0][6:10] == ["2.000 (1.900-2.200)", "1.00x", "0.500", "4.00x"]
+    assert cells[1][6:10] == ["4.000 (3.800-4.400)", "1.00x", "0.500", "8.00x"]
+    assert cells[2][6:10] == ["2.500 (2.400-2.900)", "1.25x", "0.500", "5.00x"]
+    assert cells[3][6:10] == ["5.000 (4.900-5.500)", "1.25x", "0.500", "10.00x"]
 
 
 def test_rounds_give_the_median_of_the_rounds_and_a_ratio_taken_within_each_round():
@@ -52,15 +53,15 @@ def test_rounds_give_the_median_of_the_rounds_and_a_ratio_taken_within_each_roun
     lines = table.splitlines()
     assert "ratio, median of rounds (lowest-highest)" in lines[0]
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[2:]]
-    assert [(c[0], c[3]) for c in cells] == [
+    assert [(c[0], c[4]) for c in cells] == [
         ("A", "decode"),
         ("A", "verify γ=3"),
         ("B", "decode"),
         ("B", "verify γ=3"),
     ]
-    assert cells[0][5:9] == ["2.000 (1.000-3.000)", "1.000x (1.000-1.000)", "0.500", "4.00x"]
-    assert cells[2][5:9] == ["2.600 (1.200-3.300)", "1.200x (1.100-1.300)", "0.500", "5.20x"]
-    assert cells[3][5:7] == ["4.000 (4.000-4.000)", "1.000x (1.000-1.000)"]
+    assert cells[0][6:10] == ["2.000 (1.000-3.000)", "1.000x (1.000-1.000)", "0.500", "4.00x"]
+    assert cells[2][6:10] == ["2.600 (1.200-3.300)", "1.200x (1.100-1.300)", "0.500", "5.20x"]
+    assert cells[3][6:8] == ["4.000 (4.000-4.000)", "1.000x (1.000-1.000)"]
 
 
 def test_with_rounds_an_eager_step_names_its_round_and_the_legend_the_bandwidths():
@@ -75,7 +76,7 @@ def test_with_rounds_an_eager_step_names_its_round_and_the_legend_the_bandwidths
     ok = _variant("B", (2.0, 2.0, 2.0), (4.0, 4.0, 4.0))
     first = dataclasses.replace(ok, steps=[ok.steps[0], failed], round=0)
     second = dataclasses.replace(ok, round=1)
-    assert "B (round 1) N=4 verify γ=3" in eager_steps([first, second])
+    assert "B (round 1) context 24 N=4 verify γ=3" in eager_steps([first, second])
     text = legend("A", 30, [2e12, 3e12, 2.5e12], rounds=3)
     assert "in alternating order" in text and "(2.00-3.00 TB/s" in text
     assert "(2.00 TB/s" in legend("A", 30, [2e12], rounds=1)
@@ -186,7 +187,7 @@ def test_a_step_whose_capture_failed_is_named():
     eager = VariantCost("e", "tree", "cuda", "large", "bfloat16", [], [asked], 1.0, 2e12)
     assert eager_steps([ok, broken, eager]) == (
         "1 step(s) timed eagerly because their CUDA-graph capture failed (the 'timed' "
-        "column says why): exact N=4 verify γ=3"
+        "column says why): exact context 24 N=4 verify γ=3"
     )
 
 
@@ -224,7 +225,7 @@ def test_the_profile_puts_each_variants_kernels_side_by_side_longest_first():
         _profiled("exact", [], 1.9, round_=1),
         _profiled("0.5.23", [], 1.5, round_=1),
     ]
-    section = kernel_tables(results, profiles, [4], [], shown=2)
+    section = kernel_tables(results, profiles, [(24, 4)], [], shown=2)
     rows = [line for line in section.splitlines() if line.startswith("| ")]
     assert rows == [
         "| kernel | 0.5.23 | exact |",
@@ -235,11 +236,11 @@ def test_the_profile_puts_each_variants_kernels_side_by_side_longest_first():
         "| **all kernels** | 1.450 | 1.700 |",
         "| **step** | 1.600 | 1.800 |",
     ]
-    assert "N = 4, decode:" in section
-    lost = kernel_tables(results[:2], [profiles[0], _profiled("exact", [], 9.0)], [4], [], 2)
+    assert "context 24, N = 4, decode:" in section
+    lost = kernel_tables(results[:2], [profiles[0], _profiled("exact", [], 9.0)], [(24, 4)], [], 2)
     assert "| other kernels | 0.050 | - |" in lost
     assert "| **all kernels** | 1.450 | none recorded |" in lost
-    assert kernel_tables(results, [], [4], []) is None
+    assert kernel_tables(results, [], [(24, 4)], []) is None
 
 
 def test_kernel_times_keep_the_devices_kernels_per_forward():
@@ -343,7 +344,7 @@ def test_kernel_names_are_cut_to_be_read_and_told_apart():
     )
     assert short_name(long_a) == short_name(long_b) and len(short_name(long_a)) == 85
     profiles = [_profiled("v", [KernelTime(long_a, 1.0, 0.2), KernelTime(long_b, 1.0, 0.1)], 1)]
-    section = kernel_tables([_profiled("v", [], 1.0)], profiles, [4], [])
+    section = kernel_tables([_profiled("v", [], 1.0)], profiles, [(24, 4)], [])
     assert f"| `{short_name(long_a)}` | 0.200 (1) |" in section
     assert f"| `{short_name(long_a)} [2]` | 0.100 (1) |" in section
 
@@ -366,9 +367,11 @@ def test_cost_writes_the_timed_table_before_profiling_and_keeps_it_if_the_profil
     )  # fmt: skip
 
     def worker(name, job, median, kernels):
+        ((context, _),) = job.runs
         step = lambda phase, w: StepTime(  # noqa: E731
-            phase, 4, 4, w, median, median, median, 30, not job.profile, "", 10**9, 0.5, kernels
-        )
+            phase, 4, 4, w, median, median, median, 30, not job.profile, "", 10**9, 0.5, kernels,
+            context,
+        )  # fmt: skip
         return VariantCost(
             job.variant, "tree", "cuda", "large", "bfloat16", [], [step("decode", 1),
             step("verify", 4)], 1.0, 2e12, round=job.round,

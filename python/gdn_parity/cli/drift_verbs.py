@@ -20,6 +20,15 @@ from gdn_parity.cli.options import (
     series_of,
     writable_dirs,
 )
+from gdn_parity.debug.issue35150 import INPUT_IDS
+from gdn_parity.drift.cost.fit import (
+    PREFILL_CHUNK,
+    CostMemory,
+    Unfit,
+    refusal,
+    skip_line,
+    unfit,
+)
 from gdn_parity.drift.model.config import SIZES
 from gdn_parity.drift.model.footprint import RunHolds
 from gdn_parity.drift.model.server.padding import MAX_BATCH
@@ -27,6 +36,7 @@ from gdn_parity.drift.model.stacks import default_stack, kv_cache_problem
 from gdn_parity.drift.modeldir.configs import MAX_GAMMA
 from gdn_parity.drift.run.variants import VARIANTS, Variant, variant_named
 from gdn_parity.errors import GdnParityError
+from gdn_parity.notes import note
 
 DEVICES = ("cpu", "cuda")
 SSM_DTYPES = ("bfloat16", "float16", "float32")
@@ -61,6 +71,14 @@ def variant_list(text: str) -> list[Variant]:
         return [variant_named(name) for name in names]
     except GdnParityError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def context_list(text: str) -> list[int]:
+    """``--context``: comma-separated token counts, each at least 1 and named once."""
+    values = positive_int_list(text)
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"{text!r} names a context twice")
+    return values
 
 
 def demo_variants(requested: list[Variant] | None, stack: str) -> list[Variant]:
@@ -146,7 +164,6 @@ def _batch(requested: int | None, stack: str) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     require_extra("demo", args.command)
-    from gdn_parity.debug.issue35150 import INPUT_IDS
     from gdn_parity.drift.demo import DemoPlan, run_demo
     from gdn_parity.drift.run.modes import demo_modes
 
@@ -194,15 +211,44 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 1 if holds is False else 0
 
 
+def _check_contexts(size: str, contexts: list[int] | None, gammas: list[int]) -> None:
+    """Refuse a context whose widest verify reaches past the model's context length."""
+    limit, gamma = SIZES[size].max_positions, max(gammas)
+    longest = max(contexts or [0])
+    if longest + gamma + 1 > limit:
+        raise GdnParityError(
+            f"--context {longest} and --gamma {gamma}: the verify reaches position "
+            f"{longest + gamma}, past the model's context length, {limit} (Qwen3.5's "
+            f"max_position_embeddings): pass a --context of at most {limit - gamma - 1}"
+        )
+
+
+def _skipped_pairs(args: argparse.Namespace, prompt_len: int) -> list[Unfit]:
+    """The (context, batch) pairs that do not fit the GPU, after a warning that names them;
+    refuse the run when none fits."""
+    import torch
+
+    config = SIZES[args.size]
+    kv_bytes = 1 if args.kv_cache_dtype == "fp8_e4m3" else 2  # the pool's element; else bf16
+    memory = CostMemory(config, 2, getattr(torch, args.ssm_dtype).itemsize, kv_bytes, args.gamma)
+    contexts = args.context or [prompt_len]
+    unfits = unfit(memory, contexts, args.batch, torch.cuda.get_device_properties(0).total_memory)
+    if len(unfits) == len(contexts) * len(args.batch):
+        raise GdnParityError(refusal(config, unfits))
+    if unfits:
+        note(f"warning: {skip_line(unfits)}")
+    return unfits
+
+
 def cmd_cost(args: argparse.Namespace) -> int:
     require_extra("demo", args.command)
-    from gdn_parity.debug.issue35150 import INPUT_IDS
     from gdn_parity.drift.cost.plan import CostPlan, run_cost
 
     if args.profile and args.no_graphs:
         raise GdnParityError(
             "--profile profiles the kernels a CUDA graph replays: drop --no-graphs or --profile"
         )
+    _check_contexts(args.size, args.context, args.gamma)
     if args.device != "cuda":
         raise GdnParityError(
             "cost times GPU kernels: pass --device cuda (under the Triton interpreter it "
@@ -220,9 +266,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     problem = kv_cache_problem("server", args.kv_cache_dtype, args.kv_cache_scale)
     if problem is not None:
         raise GdnParityError(problem)
-    draft_tokens = max(args.gamma) + 1
-    holds = RunHolds(max(args.batch), draft_tokens, context=len(INPUT_IDS) + draft_tokens + 1)
-    _check_fits(args.device, args.size, "bfloat16", args.ssm_dtype, holds, 1)
+    skipped = _skipped_pairs(args, len(INPUT_IDS))
     series = series_of(args)
     out_dir: Path = args.out
     writable_dirs((out_dir, "--out"))
@@ -241,6 +285,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
         kv_scale=args.kv_cache_scale,
         rounds=args.rounds,
         profile=args.profile,
+        contexts=args.context,
+        skipped=skipped,
     )
     print(run_cost(series, plan), end="")
     profile = f", {out_dir / 'profile.json'}" if (out_dir / "profile.json").exists() else ""
@@ -469,17 +515,29 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "cost",
         help="time one decode and one verify step of the server stack per variant (GPU)",
-        description="For each variant and batch size: build the server stack, prefill every "
-        "request, and time one decode forward and one verify forward per --gamma of the "
-        "padded batch, replayed as a CUDA graph where the capture succeeds (median of "
-        "--replays), beside its floor: the bytes the step must move over the copy bandwidth "
-        "measured in the run. Variants run one after another. Writes cost.md and cost.json "
-        "under --out. Needs --device cuda; 2 on bad input.",
+        description="For each variant, context (--context) and batch size: build the server stack, "
+        "prefill every request, and time one decode forward and one verify forward per "
+        "--gamma of the padded batch, replayed as a CUDA graph where the capture succeeds "
+        "(median of --replays), beside its floor: the bytes the step must move over the copy "
+        "bandwidth measured in the run. Variants run one after another. Writes cost.md and "
+        "cost.json under --out. Needs --device cuda; 2 on bad input.",
     )
     _model_arguments(p, on_gpu=True)
     _kv_cache_arguments(p, has_stacks=False)
     p.add_argument(
         "--batch", type=positive_int_list, default=[1, 4, 32], help="batch sizes to time (1,4,32)"
+    )
+    p.add_argument(
+        "--context",
+        type=context_list,
+        metavar="N[,N...]",
+        help="tokens every request prefills before the timed steps; the table gets rows per "
+        f"context. Seeded token ids, request 0's first {len(INPUT_IDS)} the reporter's, "
+        f"prefilled in chunks of {PREFILL_CHUNK} tokens (sglang's chunked prefill). A "
+        "(context, batch) that does not fit the GPU is skipped with a warning and a 'not "
+        "run' row; a run where none fits, or a context past the model's context length "
+        f"({SIZES['27b'].max_positions}), is refused. Default: the reporter's "
+        f"{len(INPUT_IDS)} ids for request 0, fewer for the others",
     )
     p.add_argument(
         "--gamma",

@@ -12,14 +12,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from gdn_parity.drift.cost.fit import PREFILL_CHUNK, Unfit
 from gdn_parity.drift.cost.report import (
     cost_table,
     eager_steps,
     kernel_tables,
     legend,
+    not_run,
     profile_gaps,
 )
 from gdn_parity.drift.cost.results import VariantCost
@@ -50,6 +52,10 @@ class CostPlan:
     kv_scale: float | None = None
     rounds: int = 1  # passes over the variants, in turn
     profile: bool = False  # then each variant's kernels, in jobs of their own (profile_jobs)
+    # cost --context: tokens prefilled per request, seeded ids; None: the reporter's prompt
+    contexts: list[int] | None = None
+    skipped: list[Unfit] = field(default_factory=list)  # pairs that do not fit the GPU (fit)
+    prefill_chunk: int = PREFILL_CHUNK
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -57,6 +63,20 @@ class CostPlan:
         if self.profile and not self.graphs:
             # the profile runs in capture mode, as a replay does; eager steps run outside it
             raise ValueError("profile needs graphs: the profile is of what a replay runs")
+        if not self.runs:
+            raise ValueError("every (context, batch) pair is skipped: nothing to time")
+
+    @property
+    def context_list(self) -> list[int]:
+        """The contexts of the table: ``contexts``, else the reporter's prompt's length."""
+        return self.contexts or [len(self.prompt)]
+
+    @property
+    def runs(self) -> list[tuple[int, int]]:
+        """The (context, batch) pairs a worker times, in order: every pair but the skipped."""
+        skipped = {(u.context, u.batch) for u in self.skipped}
+        pairs = [(c, n) for c in self.context_list for n in self.batches]
+        return [pair for pair in pairs if pair not in skipped]
 
 
 def _job(series: Series, plan: CostPlan, v: Variant, r: int, out: Path) -> CostJob:
@@ -69,8 +89,10 @@ def _job(series: Series, plan: CostPlan, v: Variant, r: int, out: Path) -> CostJ
         size=plan.size,
         device=plan.device,
         prompt=plan.prompt,
-        batches=plan.batches,
+        runs=plan.runs,
         gammas=plan.gammas,
+        seeded=plan.contexts is not None,
+        prefill_chunk=plan.prefill_chunk,
         ssm_dtype=plan.ssm_dtype,
         kv_cache_dtype=plan.kv_cache_dtype,
         kv_scale=plan.kv_scale,
@@ -147,7 +169,7 @@ def run_cost(series: Series, plan: CostPlan) -> str:
             empty = profile_gaps(profiles)
             if empty is not None:
                 note(f"warning: {empty}")
-            section = kernel_tables(results, profiles, plan.batches, plan.gammas) or ""
+            section = kernel_tables(results, profiles, plan.runs, plan.gammas) or ""
             (plan.out_dir / "profile.json").write_text(
                 json.dumps([p.to_dict() for p in profiles], indent=1)
             )
@@ -164,8 +186,16 @@ def _report(plan: CostPlan, results: list[VariantCost], section: str) -> str:
             f"# gdn-parity cost: {plan.size} model on {plan.device}, {plan.ssm_dtype} SSM pool, "
             f"{kv}, server stack, gammas {','.join(map(str, plan.gammas))}",
             "",
-            cost_table(results, plan.batches, plan.gammas),
-            legend(plan.variants[0].name, plan.replays, bandwidths, plan.rounds),
+            *not_run(plan.skipped),
+            cost_table(results, plan.batches, plan.gammas, plan.context_list, plan.skipped),
+            legend(
+                plan.variants[0].name,
+                plan.replays,
+                bandwidths,
+                plan.rounds,
+                seeded=plan.contexts is not None,
+                prefill_chunk=plan.prefill_chunk,
+            ),
             section,
         )
     )

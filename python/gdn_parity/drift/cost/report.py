@@ -1,11 +1,15 @@
-"""The cost table: per variant, batch size and step (decode, verify at each gamma), the
-median time with its spread, the ratio to the first variant's, and the floor; with
-``--profile``, each step's kernels side by side."""
+"""The cost table: per context, batch size, variant and step (decode, verify at each
+gamma), the median time with its spread, the ratio to the first variant's, and the floor;
+a row for each (context, batch) that did not fit the GPU; with ``--profile``, each step's
+kernels side by side."""
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
+from gdn_parity.debug.issue35150 import INPUT_IDS
+from gdn_parity.drift.cost.fit import Unfit
 from gdn_parity.drift.cost.results import (
     CAPTURE_FAILED,
     PROFILED,
@@ -14,9 +18,12 @@ from gdn_parity.drift.cost.results import (
     VariantCost,
 )
 
+NOT_RUN = "**not run**"  # the variant cell of a (context, batch) that did not fit
+
 HEADERS = (
     "variant",
     "live sources",
+    "context",
     "N",
     "step",
     "padded",
@@ -29,10 +36,10 @@ HEADERS = (
 
 
 ROUNDS_HEADERS = (
-    *HEADERS[:5],
+    *HEADERS[:6],
     "ms, median of rounds (lowest-highest)",
     "ratio, median of rounds (lowest-highest)",
-    *HEADERS[7:],
+    *HEADERS[8:],
 )
 
 
@@ -67,37 +74,55 @@ def _rounds(steps: list[StepTime], refs: list[StepTime]) -> list[str]:
     ]
 
 
-def cost_table(results: list[VariantCost], batches: list[int], gammas: list[int]) -> str:
-    """One row per variant, N and step. ``results`` hold every round (``VariantCost.round``):
-    with one, a row is that run's median (min-p90) and its ratio to the first variant's; with
-    more, the medians over rounds, a ratio taken within each round."""
+def _not_run_row(unfit: Unfit) -> list[str]:
+    return [NOT_RUN, "-", str(unfit.context), str(unfit.batch), "all", "-", "did not fit"]
+
+
+def cost_table(
+    results: list[VariantCost],
+    batches: list[int],
+    gammas: list[int],
+    contexts: Sequence[int] = (len(INPUT_IDS),),
+    skipped: Sequence[Unfit] = (),
+) -> str:
+    """Per context and N, one row per variant and step; a (context, N) in ``skipped`` is one
+    row, ``NOT_RUN``, that says what it needs. ``results`` hold every round
+    (``VariantCost.round``): with one, a row is that run's median (min-p90) and its ratio to
+    the first variant's; with more, the medians over rounds, a ratio taken within each round."""
     names = list(dict.fromkeys(r.variant for r in results))
     by_round = {(r.variant, r.round): r for r in results}
     rounds = sorted({r.round for r in results})
     shapes = [("decode", 1)] + [("verify", g + 1) for g in gammas]
+    unfit = {(u.context, u.batch): u for u in skipped}
     body = []
     refs = [by_round[names[0], i] for i in rounds]
-    for name in names:
-        runs = [by_round[name, i] for i in rounds]
+    for context in contexts:
         for n in batches:
-            for phase, width in shapes:
-                steps = [run.step(phase, n, width) for run in runs]
-                ref_steps = [ref.step(phase, n, width) for ref in refs]
-                if len(rounds) == 1:
-                    cells = _one_round(steps[0], ref_steps[0])
-                else:
-                    cells = _rounds(steps, ref_steps)
-                body.append(
-                    [
-                        name,
-                        ", ".join(runs[0].live_sources) or "none",
-                        str(n),
-                        _step_name(steps[0]),
-                        str(steps[0].padded),
-                        *cells,
-                        "; ".join(dict.fromkeys(_timed(s) for s in steps)),
-                    ]
-                )
+            if (context, n) in unfit:
+                u = unfit[context, n]
+                body.append([*_not_run_row(u), "-", "-", "-", u.why()])
+                continue
+            for name in names:
+                runs = [by_round[name, i] for i in rounds]
+                for phase, width in shapes:
+                    steps = [run.step(phase, n, width, context) for run in runs]
+                    ref_steps = [ref.step(phase, n, width, context) for ref in refs]
+                    if len(rounds) == 1:
+                        cells = _one_round(steps[0], ref_steps[0])
+                    else:
+                        cells = _rounds(steps, ref_steps)
+                    body.append(
+                        [
+                            name,
+                            ", ".join(runs[0].live_sources) or "none",
+                            str(context),
+                            str(n),
+                            _step_name(steps[0]),
+                            str(steps[0].padded),
+                            *cells,
+                            "; ".join(dict.fromkeys(_timed(s) for s in steps)),
+                        ]
+                    )
     headers = HEADERS if len(rounds) == 1 else ROUNDS_HEADERS
     widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(headers)]
 
@@ -108,12 +133,25 @@ def cost_table(results: list[VariantCost], batches: list[int], gammas: list[int]
     return "\n".join(out + [line(c) for c in body]) + "\n"
 
 
+def not_run(skipped: Sequence[Unfit]) -> list[str]:
+    """The lines above the table that name the (context, N) pairs not run, or none."""
+    if not skipped:
+        return []
+    pairs = ", ".join(f"context {u.context} at N = {u.batch}" for u in skipped)
+    return [
+        f"**Not run: {len(skipped)} (context, N) pair(s) did not fit the GPU** ({pairs}). "
+        f"Their rows say **{NOT_RUN.strip('*')}** and what each needs.",
+        "",
+    ]
+
+
 def eager_steps(results: list[VariantCost]) -> str | None:
     """A line naming the steps timed eagerly because their capture failed (their eager time
     sits beside graph replays in the table), or None."""
     rounds = len({r.round for r in results}) > 1
     failed = [
-        f"{r.variant}{f' (round {r.round + 1})' if rounds else ''} N={s.requests} {_step_name(s)}"
+        f"{r.variant}{f' (round {r.round + 1})' if rounds else ''} context {s.context} "
+        f"N={s.requests} {_step_name(s)}"
         for r in results
         for s in r.steps
         if not s.graph and s.note.startswith(CAPTURE_FAILED)
@@ -126,8 +164,16 @@ def eager_steps(results: list[VariantCost]) -> str | None:
     )
 
 
-def legend(reference: str, replays: int, bandwidths: list[float], rounds: int = 1) -> str:
-    """What the table's columns mean; ``bandwidths``: each worker's measured copy bandwidth."""
+def legend(
+    reference: str,
+    replays: int,
+    bandwidths: list[float],
+    rounds: int = 1,
+    seeded: bool = False,
+    prefill_chunk: int | None = None,
+) -> str:
+    """What the table's columns mean; ``bandwidths``: each worker's measured copy bandwidth;
+    ``seeded``: the contexts are ``--context``'s, prefilled in chunks of ``prefill_chunk``."""
     low, high = min(bandwidths) / 1e12, max(bandwidths) / 1e12
     if rounds == 1:
         ms = (
@@ -135,7 +181,7 @@ def legend(reference: str, replays: int, bandwidths: list[float], rounds: int = 
             "batch (verify γ=g: g + 1 rows per request), after warm-up; timed with CUDA "
             "events; in brackets the fastest replay and the 90th percentile."
         )
-        ratio = f"- **ratio**: to {reference}'s same step at the same N."
+        ratio = f"- **ratio**: to {reference}'s same step at the same context and N."
         measured = f"measured in the same run ({low:.2f} TB/s, reads and writes counted)"
     else:
         ms = (
@@ -147,21 +193,35 @@ def legend(reference: str, replays: int, bandwidths: list[float], rounds: int = 
             "a step timed eagerly in some rounds says so in **timed**."
         )
         ratio = (
-            f"- **ratio**: to {reference}'s same step at the same N in the same round; the "
+            f"- **ratio**: to {reference}'s same step at the same context and N in the same "
+            "round; the "
             "median over rounds, in brackets the lowest and the highest."
         )
         measured = (
             f"measured by each worker ({low:.2f}-{high:.2f} TB/s, reads and writes counted); "
             "the cell is the median over rounds, and **x floor** the median ms over it"
         )
+    if seeded:
+        context = (
+            "- **context**: tokens prefilled per request before the step (`--context`): "
+            f"seeded ids, request 0's first {len(INPUT_IDS)} the reporter's. Prefill runs "
+            f"per request in chunks of at most {prefill_chunk} tokens, as sglang's chunked "
+            "prefill."
+        )
+    else:
+        context = (
+            f"- **context**: request 0's {len(INPUT_IDS)} tokens are the reporter's prompt; "
+            "the other requests' prompts are shorter (`--context` sets every request's)."
+        )
     return "\n".join(
         (
+            context,
             ms,
             ratio,
             "- **floor**: the bytes the step must move (every weight once, the embedding's "
-            "gathered rows aside; each request's KV cache once; its GDN state read once and "
-            "written once per token of the step) over the device-to-device copy bandwidth "
-            f"{measured}.",
+            "gathered rows aside; each request's KV cache read once, its context and the "
+            "step's rows, whatever γ; its GDN state read once and written once per token of "
+            f"the step) over the device-to-device copy bandwidth {measured}.",
             "- **timed**: a CUDA graph of the forward, as sglang's graph runner replays it, or "
             "the eager forward and why.",
             "- The forward is the server stack's (`docs/drift-stacks.md`): batch and metadata "
@@ -199,14 +259,14 @@ def _kernel_cell(kernels: dict[str, KernelTime], name: str) -> str:
 def kernel_tables(
     results: list[VariantCost],
     profiles: list[VariantCost],
-    batches: list[int],
+    runs: list[tuple[int, int]],
     gammas: list[int],
     shown: int = KERNELS_SHOWN,
 ) -> str | None:
-    """``cost --profile``'s section: per N and step, the kernels of each variant's profile side
-    by side (ms per forward, launches), the ``shown`` longest of each, then the rest, all of
-    them, and the step's timed median (the first round's, from ``results``). None without
-    profiles; a step whose profile recorded no kernel says so."""
+    """``cost --profile``'s section: per (context, N) of ``runs`` and step, the kernels of
+    each variant's profile side by side (ms per forward, launches), the ``shown`` longest of
+    each, then the rest, all of them, and the step's timed median (the first round's, from
+    ``results``). None without profiles; a step whose profile recorded no kernel says so."""
     if not profiles:
         return None
     first = min(r.round for r in results)
@@ -227,9 +287,9 @@ def kernel_tables(
         "can serve many layers (the mode's GEMMs are one Triton kernel); two names cut to the "
         "same text get [2], [3] (`profile.json` has them whole).",
     ]
-    for n in batches:
+    for context, n in runs:
         for phase, width in shapes:
-            steps = [p.step(phase, n, width) for p in profiles]
+            steps = [p.step(phase, n, width, context) for p in profiles]
             by_name = [{k.name: k for k in s.kernels} for s in steps]
             top = [k.name for s in steps for k in s.kernels[:shown]]
             rows = sorted(
@@ -237,7 +297,7 @@ def kernel_tables(
             )
             out += [
                 "",
-                f"N = {n}, {_step_name(steps[0])}:",
+                f"context {context}, N = {n}, {_step_name(steps[0])}:",
                 "",
                 "| kernel | " + " | ".join(names) + " |",
                 "|---|" + "---|" * len(names),
@@ -258,7 +318,7 @@ def kernel_tables(
                 f"{sum(k.ms for k in s.kernels):.3f}" if s.kernels else "none recorded"
                 for s in steps
             ]
-            median = [f"{timed[v].step(phase, n, width).median_ms:.3f}" for v in names]
+            median = [f"{timed[v].step(phase, n, width, context).median_ms:.3f}" for v in names]
             out += [
                 "| other kernels | " + " | ".join(rest) + " |",
                 "| **all kernels** | " + " | ".join(total) + " |",
@@ -273,7 +333,7 @@ _NONE = KernelTime("", 0.0, 0.0)
 def profile_gaps(profiles: list[VariantCost]) -> str | None:
     """A line naming the profiled steps that recorded no kernel, or None."""
     empty = [
-        f"{p.variant} N={s.requests} {_step_name(s)}"
+        f"{p.variant} context {s.context} N={s.requests} {_step_name(s)}"
         for p in profiles
         for s in p.steps
         if not s.kernels

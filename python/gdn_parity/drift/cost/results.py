@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from gdn_parity.debug.issue35150 import INPUT_IDS
+
 CAPTURE_FAILED = "eager: the capture failed"  # a StepTime's note, then why
 PROFILED = 3  # forwards run under the profiler for a step's KernelTimes (cost --profile)
 
@@ -36,6 +38,9 @@ class StepTime:
     floor_ms: float  # bytes over the copy bandwidth measured in the same process
     # cost --profile: the step's kernels, longest first (timing.kernel_times); else none
     kernels: list[KernelTime] = field(default_factory=list)
+    # tokens prefilled per request (cost --context); without it, and in a cost.json from
+    # before it, request 0's are the reporter's 24 (the others' fewer)
+    context: int = len(INPUT_IDS)
 
 
 @dataclass(frozen=True)
@@ -53,10 +58,11 @@ class VariantCost:
     kv_scale: float | None = None  # the attention layers' K/V scale (None: none)
     round: int = 0  # which pass over the variants (cost --rounds) timed it
 
-    def step(self, phase: str, requests: int, width: int = 1) -> StepTime:
-        return next(
-            s for s in self.steps if (s.phase, s.requests, s.width) == (phase, requests, width)
-        )
+    def step(
+        self, phase: str, requests: int, width: int = 1, context: int = len(INPUT_IDS)
+    ) -> StepTime:
+        shape = (phase, requests, width, context)
+        return next(s for s in self.steps if (s.phase, s.requests, s.width, s.context) == shape)
 
     def to_dict(self) -> dict:
         return asdict(self)

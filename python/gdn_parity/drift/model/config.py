@@ -23,6 +23,10 @@ import dataclasses
 from dataclasses import dataclass
 
 QWEN35_VOCAB = 248320
+# Qwen3.5-27B's context length: ``text_config.max_position_embeddings`` of its config.json
+# (huggingface.co/Qwen/Qwen3.5-27B; xorbitsai/inference's qwen3.5 page gives the same
+# "Context Length: 262144"). The harness's sizes share its rotary, so they share the limit.
+QWEN35_MAX_POSITIONS = 262144
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class ModelConfig:
     conv_width: int = 4
     full_attention_interval: int = 4
     vocab: int = QWEN35_VOCAB
+    max_positions: int = QWEN35_MAX_POSITIONS  # the longest request: prompt and output
     rms_eps: float = 1e-6
     rope_theta: float = 10_000.0
     seed: int = 0

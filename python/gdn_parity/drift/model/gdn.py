@@ -94,7 +94,12 @@ class GDNLayer:
         q, k, v = torch.split(mixed, [h * d, h * d, hv * d], dim=-1)
         return q.view(1, n, h, d), k.view(1, n, h, d), v.view(1, n, hv, d)
 
-    def prefill(self, pools: GDNPools, slots: torch.Tensor, mixed, a, b) -> torch.Tensor:
+    def prefill(
+        self, pools: GDNPools, slots: torch.Tensor, mixed, a, b, continued: bool = False
+    ) -> torch.Tensor:
+        """One request's prompt, or with ``continued`` its next chunk: the conv then starts
+        from the slot's window and the recurrence from its state, as sglang's chunked prefill
+        continues a request whose prefix is cached (``has_initial_state``)."""
         n = mixed.shape[0]
         conv = pools.conv[0][self.index]
         query_start_loc = torch.tensor([0, n], dtype=torch.int32, device=mixed.device)
@@ -104,7 +109,7 @@ class GDNLayer:
             None,
             activation="silu",
             conv_states=conv,
-            has_initial_state=torch.zeros(1, dtype=torch.bool, device=mixed.device),
+            has_initial_state=torch.full((1,), continued, dtype=torch.bool, device=mixed.device),
             cache_indices=slots,
             query_start_loc=query_start_loc,
             seq_lens_cpu=[n],

@@ -3,11 +3,12 @@
 The target is a text-only Qwen3.5 checkpoint, as sglang 0.5.23 loads it: ``Qwen3_5ForCausalLM``
 (``srt/models/qwen3_5_text.py``, body ``srt/models/qwen3_5.py``), its config parsed by
 sglang's ``Qwen3_5TextConfig`` (``srt/configs/qwen3_5.py``). Every geometry number is the
-harness's ``ModelConfig`` (``drift/model/config.py`` cites the 27B's). What the harness has no
-field for is Qwen3.5-27B's own (its ``config.json``, ``text_config``): the token ids, the
-context length, ``mamba_ssm_dtype`` (float32, sglang's default too; ``--mamba-ssm-dtype``
-overrides it). ``rope_parameters`` holds no ``mrope_section``: the text model then runs 1-D
-RoPE. ``attn_output_gate`` is written for every size, because sglang defaults it to true.
+harness's ``ModelConfig`` (``drift/model/config.py`` cites the 27B's), the context length
+too. What the harness has no field for is Qwen3.5-27B's own (its ``config.json``,
+``text_config``): the token ids and ``mamba_ssm_dtype`` (float32, sglang's default too;
+``--mamba-ssm-dtype`` overrides it). ``rope_parameters`` holds no ``mrope_section``: the text
+model then runs 1-D RoPE. ``attn_output_gate`` is written for every size, because sglang
+defaults it to true.
 
 The draft is a ``Qwen3DSparkModel`` (``srt/models/dspark.py``), read as a ``qwen3`` config by
 sglang's DFlash/DSpark parsers (``speculative/dflash_utils.py``,
@@ -40,7 +41,6 @@ from gdn_parity.drift.model.config import ModelConfig
 
 # Qwen3.5-27B's config.json (text_config), for what the harness's ModelConfig does not hold.
 QWEN35_EOS_TOKEN_ID = 248044
-QWEN35_MAX_POSITIONS = 262144
 QWEN35_SSM_DTYPE = "float32"
 
 DRAFT_LAYERS = 5
@@ -72,7 +72,7 @@ def target_config(c: ModelConfig) -> dict[str, Any]:
         "hidden_act": "silu",
         "rms_norm_eps": c.rms_eps,
         "tie_word_embeddings": False,
-        "max_position_embeddings": QWEN35_MAX_POSITIONS,
+        "max_position_embeddings": c.max_positions,
         "full_attention_interval": c.full_attention_interval,
         "layer_types": [
             "linear_attention" if c.is_gdn(layer) else "full_attention" for layer in range(c.layers)
@@ -126,7 +126,7 @@ def draft_config(c: ModelConfig, gamma: int) -> dict[str, Any]:
         "hidden_act": "silu",
         "rms_norm_eps": c.rms_eps,
         "tie_word_embeddings": False,
-        "max_position_embeddings": QWEN35_MAX_POSITIONS,
+        "max_position_embeddings": c.max_positions,
         "num_attention_heads": c.attn_heads,
         "num_key_value_heads": c.attn_kv_heads,
         "head_dim": c.attn_head_dim,

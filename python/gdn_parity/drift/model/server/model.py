@@ -38,7 +38,9 @@ server's. The full-attention backend is Triton's (the contract's), where a defau
 H100/H200 server picks fa3. Prefill (shared by every mode, not compared) runs per
 request through the same kernels as the row-wise stack's prefill (the attention's
 q/k/gate preparation as in decode), and stores its K/V through the pool's
-``set_kv_buffer`` as ``forward_extend`` does.
+``set_kv_buffer`` as ``forward_extend`` does; ``prefill_prompts`` (``cost --context``) runs
+it in chunks, each an extend over the prefix already in the pool, as sglang's chunked
+prefill does.
 
 The KV pool's dtype is sglang's ``--kv-cache-dtype`` (``kv_cache_dtype``: ``auto``, the
 model's, or ``fp8_e4m3``), resolved by sglang's own ``configure_kv_cache_dtype``; with
@@ -405,10 +407,35 @@ class ServerModel:
             self.probe.begin("prefill", 0, 0)  # shared by every mode: not recorded
         out = None
         for r, p in zip(self.requests, companion_prompts(prompt, self.n), strict=True):
-            logits = self._prefill(r, p)
+            logits = self._finish(self._prefill(r, p, 0))
             r.length, r.next_token = len(p), int(logits[-1].argmax())
             out = logits if out is None else out
         return out
+
+    def prefill_prompts(self, prompts: list[list[int]], chunk: int) -> torch.Tensor:
+        """A fresh state, then request ``i`` prefilled with ``prompts[i]``, one request at a
+        time, in forwards of at most ``chunk`` tokens (sglang's ``--chunked-prefill-size``):
+        each chunk after the first attends to the KV its request already holds and continues
+        its GDN state and conv window. The logits are the last token's alone (sglang's
+        ``LogitsProcessor`` prunes an extend to its last tokens): its argmax is the request's
+        next token. ``cost --context`` prefills so; the longest forward is ``chunk`` rows.
+        Returns each request's last logits, ``[requests, vocab]`` (fp32)."""
+        if len(prompts) != self.n:
+            raise ValueError(f"{len(prompts)} prompts for {self.n} requests")
+        if chunk < 1:
+            raise ValueError(f"chunk must be at least 1, not {chunk}")
+        self.clear()
+        if self.probe is not None:
+            self.probe.begin("prefill", 0, 0)
+        last = []
+        for r, prompt in zip(self.requests, prompts, strict=True):
+            if not 0 < len(prompt) < self.max_len:
+                raise ValueError(f"a prompt of {len(prompt)} tokens in {self.max_len} KV slots")
+            for start in range(0, len(prompt), chunk):
+                h = self._prefill(r, prompt[start : start + chunk], start)
+            last.append(self._finish(h[-1:])[0])
+            r.length, r.next_token = len(prompt), int(last[-1].argmax())
+        return torch.stack(last)
 
     def _linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.linear(x, weight)
@@ -482,13 +509,18 @@ class ServerModel:
         self._tap(self.c.layers, "lm_head", logits)
         return logits.float()
 
-    def _prefill(self, request: _Request, prompt: list[int]) -> torch.Tensor:
-        """One request's prompt: sglang's prefill kernels, called as the backends call them."""
-        c, n = self.c, len(prompt)
-        ids = torch.tensor(prompt, device=self.device)
-        positions = torch.arange(n, device=self.device)
+    def _prefill(self, request: _Request, tokens: list[int], start: int) -> torch.Tensor:
+        """The final hidden states (before the norm and lm_head) of ``tokens``, a request's
+        prompt from position ``start`` on, its first ``start`` tokens already prefilled:
+        sglang's prefill kernels, called as the backends call them for an extend with that
+        prefix."""
+        c, n = self.c, len(tokens)
+        ids = torch.tensor(tokens, device=self.device)
+        positions = torch.arange(start, start + n, device=self.device)
         slots = torch.tensor([request.slot], dtype=torch.int32, device=self.device)
-        kv_loc = self.attn.req_to_token[request.slot - 1, :n].long()
+        row = self.attn.req_to_token[request.slot - 1, : start + n].long()
+        kv_loc = row[start:]
+        prefix = torch.tensor([0, start], dtype=torch.int32, device=self.device)
         h = self.w.embed[ids]
         for layer in self.layers:
             x = self.rms_norm(h, layer.lw.input_norm, c.rms_eps)
@@ -496,7 +528,9 @@ class ServerModel:
                 qkvz, ba = self._linear(x, layer.qkvz), self._linear(x, layer.ba)
                 mixed, z = qkvz.split([c.qkv_dim, c.gdn_v_dim], dim=-1)
                 b, a = ba.split([c.gdn_v_heads] * 2, dim=-1)
-                core = layer.prefill.prefill(self.state, slots, mixed.contiguous(), a, b)
+                core = layer.prefill.prefill(
+                    self.state, slots, mixed.contiguous(), a, b, continued=start > 0
+                )
                 out = self._gdn_out(layer, core, z)
             else:
                 q, k, v, gate = self._qkv(x, layer, positions)
@@ -507,19 +541,19 @@ class ServerModel:
                 self._store_kv(radix, kv_loc, k, v)
                 q = q.view(n, c.attn_heads, c.attn_head_dim)
                 o = torch.empty_like(q)
-                zero = torch.zeros(2, dtype=torch.int32, device=self.device)
                 # forward_extend's descales: the layer's scales as floats, else 1.0
                 k_descale = 1.0 if radix.k_scale is None else radix.k_scale_float
                 v_descale = 1.0 if radix.v_scale is None else radix.v_scale_float
+                # the chunk's own K/V as they are, its prefix (kv_indptr [0, start]) from the pool
                 self.attn.extend_attention_fwd(
                     q, k, v, o, pool.get_key_buffer(lid), pool.get_value_buffer(lid),
-                    torch.tensor([0, n], dtype=torch.int32, device=self.device), zero,
-                    kv_loc, None, True, None, n, k_descale, v_descale, sm_scale=radix.scaling,
+                    torch.tensor([0, n], dtype=torch.int32, device=self.device), prefix,
+                    row, None, True, None, n, k_descale, v_descale, sm_scale=radix.scaling,
                 )  # fmt: skip
                 out = self._linear(self._gated(o.view(n, -1), gate), layer.w.o)
             h = h + out
             h = h + self._mlp(self.rms_norm(h, layer.lw.post_norm, c.rms_eps), layer)
-        return self._finish(h)
+        return h
 
     def _store_kv(self, radix, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """K/V into the pool as ``TritonAttnBackend.forward_extend`` stores them: the pool's
