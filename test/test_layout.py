@@ -127,10 +127,11 @@ def test_the_circle_rule_sees_a_circle_and_only_a_circle(tmp_path):
 
 def test_the_tests_that_drive_the_patched_sglang_are_in_test_srt():
     """The design card's layout: the tests of the patched sglang, one module per patch, are in
-    test/srt/ (sglang's own name for them); our package's tests are in a folder per package."""
+    test/srt/ (sglang's own name for them); our package's tests are in a folder per package;
+    the tests of benchmark/'s scripts are in test/benchmark/."""
     per_patch = sorted(p.relative_to(TESTS) for p in TESTS.rglob("test_[0-9][0-9][0-9][0-9]_*.py"))
     assert per_patch, "no module per patch"
     assert [p for p in per_patch if p.parts[0] != "srt"] == []
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     folders = {p.name for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
-    assert folders - packages == {"srt"}
+    assert folders - packages == {"srt", "benchmark"}
