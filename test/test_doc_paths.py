@@ -1,5 +1,5 @@
 """Every path of this repository that the README, docs/*.md, the PR texts (docs/pr/),
-benchmark/README.md and pyproject.toml name exists.
+benchmark/README.md, the studies' README and pyproject.toml name exists.
 
 Paths of sglang's tree (``python/sglang/...``, ``test/registered/...``, its docs) are
 not this repository's and are left alone. The measured pages under ``benchmark/results/``
@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = sorted(
     [ROOT / "README.md", ROOT / "pyproject.toml", ROOT / "benchmark" / "README.md"]
+    + [ROOT / "benchmark" / "gpu" / "studies" / "README.md"]
     + list((ROOT / "docs").glob("*.md"))
     + list((ROOT / "docs" / "pr").glob("*.md"))
 )

@@ -2,7 +2,7 @@
 persistent kernel.
 
 ``--sweep``: time the tree's ``matmul_kernel_few_rows`` with candidate tiles (and what
-``_few_rows_tile`` picks) at every shape of ``gemm_study.SHAPES`` and M up to 256, and
+``_few_rows_tile`` picks) at every shape of ``gpu_common.SHAPES`` and M up to 256, and
 check each tile's bits against the persistent kernel at M = 1, 13, 64, 100, 256.
 ``--grid SHAPE,...``: as ``--sweep``, at the named shapes only, over a grid of tiles
 (rows, columns, K chunk, warps, stages) for the shapes that miss the goal (16-column tiles
@@ -18,7 +18,7 @@ M = 1..512 against its 512-row product (M-invariance) and against the persistent
 Timing as in ``gemm_study``: CUDA-graph replays, each call on its own copy of the weight
 (cold), median and p10-p90.
 
-Patch 0011's split-K above 256 rows: ``fixed_split_study.py``.
+Patch 0011's split-K above 256 rows: ``studies/fixed_split_study.py``.
 
 Usage: python gemm_tiles.py --tree TREE --out DIR (--sweep | --grid SHAPES | --table)
 """
@@ -34,9 +34,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_study import SHAPES, bits, time_kernel  # noqa: E402
-
 import gpu_common  # noqa: E402
+from gpu_common import SHAPES, bits, time_kernel  # noqa: E402
 
 PREFILL_M = [1024, 4096, 8192]  # --table: weights of at most 256 columns
 
@@ -117,7 +116,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, required=True)
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--sweep", action="store_true")
-    mode.add_argument("--grid", help="comma-separated shape names of gemm_study.SHAPES")
+    mode.add_argument("--grid", help="comma-separated shape names of gpu_common.SHAPES")
     mode.add_argument("--table", action="store_true")
     p.add_argument("--replays", type=int, default=10)
     args = p.parse_args()

@@ -1,11 +1,12 @@
 """What the GPU scripts share: the copy bandwidth, the environment line, per-tree workers, and
-the GEMM studies' tree import and cold weights."""
+the GEMM scripts' shapes, tree import, cold weights, row checks and graph timing."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable
@@ -176,3 +177,57 @@ def study_args(
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     return args
+
+
+SHAPES = {  # name: (N out, K in); the 27B's from Qwen3.5-27B's config (docs/design/...)
+    "27b.in_proj_qkvz": (16384, 5120),
+    "27b.in_proj_ba": (96, 5120),
+    "27b.qkv_gate": (14336, 5120),
+    "27b.o_proj": (5120, 6144),  # GDN out_proj has the same shape
+    "27b.gate_up": (34816, 5120),
+    "27b.down": (5120, 17408),
+    "27b.lm_head": (248320, 5120),
+    "large.in_proj_qkvz": (3072, 1024),
+    "large.in_proj_ba": (16, 1024),
+    "large.qkv": (1536, 1024),
+    "large.o_proj": (1024, 1024),
+    "large.gate_up": (6144, 1024),
+    "large.down": (1024, 3072),
+    "large.lm_head": (248320, 1024),
+}
+
+
+def bits(run: Callable, a: torch.Tensor, w: torch.Tensor, ref: torch.Tensor, ms) -> dict:
+    """M values where rows differ from the reference, and where row 0 differs from M = 1's."""
+    row0 = run(a[:1], w)[0]
+    bad_ref, bad_self = [], []
+    for m in ms:
+        out = run(a[:m], w)
+        if not torch.equal(out, ref[:m]):
+            bad_ref.append(m)
+        if not torch.equal(out[0], row0):
+            bad_self.append(m)
+    return {"checked": len(ms), "differ_ref": bad_ref, "differ_self": bad_self}
+
+
+def time_kernel(run: Callable, a: torch.Tensor, weights: list[torch.Tensor], replays: int):
+    for w in weights[:2]:
+        run(a, w)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for w in weights:
+            run(a, w)
+    graph.replay()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(True), torch.cuda.Event(True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / len(weights))
+    samples.sort()
+    q = statistics.quantiles(samples, n=10, method="inclusive")
+    return {"median_us": statistics.median(samples), "p10_us": q[0], "p90_us": q[-1]}

@@ -6,15 +6,15 @@
 #   tiles     gemm_tiles.py --sweep: patch 0008's kernel at candidate tiles vs cuBLAS
 #   grid      gemm_tiles.py --grid GRID_SHAPES (27b.in_proj_ba,27b.o_proj): a grid of tiles,
 #             K chunks up to 1024, at the shapes that missed the goal
-#   splitk    splitk_study.py: a fixed split-K (2, 4, 8, 16) for the weights of at most 256
+#   splitk    studies/splitk_study.py: a fixed split-K (2, 4, 8, 16) for the weights of at most 256
 #             columns, at every M (decode, verify and prefill sizes): rows over M = 1..512,
 #             time against cuBLAS and the mode's GEMM
-#   fixed-split  fixed_split_study.py: a K split fixed by the weight (S 2 and 4 for the wide
+#   fixed-split  studies/fixed_split_study.py: a K split fixed by the weight (S 2 and 4 for the wide
 #             weights, 0011's S 4 for in_proj_ba), run through partials or in one program per
 #             tile, and 0008's kernel at untried tiles, at M 64 to 8192 (FIXED_SPLIT_SHAPES
 #             chooses): rows against each candidate's reference, time against cuBLAS, the
 #             dispatched GEMM and the persistent kernel
-#   tma       tma_tile_study.py: the wide weights at 128-256 rows through TMA loads, one tile per
+#   tma       studies/tma_tile_study.py: the wide weights at 128-256 rows through TMA loads, one tile per
 #             program or one program per SM (4-warp tiles also warp-specialized): rows against
 #             the dispatched GEMM at M = 1..512, time against cuBLAS and the dispatched GEMM;
 #             each candidate in a child process of at most 45 s, none started after
@@ -80,16 +80,16 @@ for group in "$@"; do
         --grid "${GRID_SHAPES:-27b.in_proj_ba,27b.o_proj}" > $O/grid.log 2>&1
       cp $O/gemm_tiles_grid.md "$OUT/gemm_tiles_grid_$tag.md" ;;
     splitk)
-      timeout "${SPLITK_LIMIT:-240}" python3 benchmark/gpu/splitk_study.py --tree $G/series \
+      timeout "${SPLITK_LIMIT:-240}" python3 benchmark/gpu/studies/splitk_study.py --tree $G/series \
         --out $O > $O/splitk.log 2>&1
       cp $O/splitk_study.md "$OUT/splitk_study_$tag.md" ;;
     fixed-split)
-      timeout "${FIXED_SPLIT_LIMIT:-300}" python3 benchmark/gpu/fixed_split_study.py \
+      timeout "${FIXED_SPLIT_LIMIT:-300}" python3 benchmark/gpu/studies/fixed_split_study.py \
         --tree $G/series --out $O ${FIXED_SPLIT_SHAPES:+--shapes $FIXED_SPLIT_SHAPES} \
         > $O/fixed_split.log 2>&1
       cp $O/fixed_split_study.md "$OUT/fixed_split_study_$tag.md" ;;
     tma)
-      timeout "${TMA_LIMIT:-300}" python3 benchmark/gpu/tma_tile_study.py --tree $G/series \
+      timeout "${TMA_LIMIT:-300}" python3 benchmark/gpu/studies/tma_tile_study.py --tree $G/series \
         --out $O ${TMA_SHAPES:+--shapes $TMA_SHAPES} --total-limit $((${TMA_LIMIT:-300} - 30)) \
         > $O/tma.log 2>&1
       cp $O/tma_tile_study.md "$OUT/tma_tile_study_$tag.md" ;;

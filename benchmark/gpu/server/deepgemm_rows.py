@@ -4,12 +4,12 @@ it at decode and verify sizes?
 Where ``deep_gemm`` imports (sglang 0.5.23 pins sgl-deep-gemm), batch-invariant mode sends an
 unquantized model's bf16 GEMMs to DeepGEMM's ``bf16_gemm_nn`` with its deterministic
 algorithms (``batch_invariant_ops.matmul_persistent``), ahead of the tree's Triton route.
-For each shape of ``gemm_study.SHAPES`` (the 27B's and the 1024-wide model's), both routes:
+For each shape of ``gpu_common.SHAPES`` (the 27B's and the 1024-wide model's), both routes:
 
 - bits: rows at every M of ``ROWS`` against the route's own 256-row product (a row that
   changes with M breaks token identity between decode and verify), and DeepGEMM's rows
   against the Triton route's;
-- time: CUDA-graph replays over cold copies of the weight (``gemm_study.time_kernel``) at
+- time: CUDA-graph replays over cold copies of the weight (``gpu_common.time_kernel``) at
   M in ``TIMED``, beside cuBLAS and the floor (weight, activation and output bytes over the
   copy bandwidth measured here).
 
@@ -29,9 +29,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from gemm_study import SHAPES, time_kernel  # noqa: E402
-
 import gpu_common  # noqa: E402
+from gpu_common import SHAPES, time_kernel  # noqa: E402
 
 ROWS = [*range(1, 17), 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 224, 256]
 TIMED = [1, 4, 16, 64, 256]
@@ -102,7 +101,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--tree", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--shapes", default=",".join(SHAPES), help="names of gemm_study.SHAPES")
+    p.add_argument("--shapes", default=",".join(SHAPES), help="names of gpu_common.SHAPES")
     p.add_argument("--replays", type=int, default=10)
     args = p.parse_args()
     shapes = args.shapes.split(",")

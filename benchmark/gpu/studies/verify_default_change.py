@@ -8,7 +8,7 @@ Both trees (0.5.23 + 0001, and + 0002) run the same seeded verify of T tokens pe
 and N; the parent compares them with ``torch.equal``. With fp32 activations the beta
 rounding is the identity, so any difference there is the rewritten ``g`` or sigmoid.
 
-    PYTHONPATH=python python benchmark/gpu/verify_default_change.py --out DIR
+    PYTHONPATH=python python benchmark/gpu/studies/verify_default_change.py --out DIR
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from pathlib import Path
 from gdn_parity.queue.series import load_series
 from gdn_parity.queue.tree import materialise_tree
 from gdn_parity.sandbox.bare_import import import_sglang_from
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gpu_common
 
 K = V = 128
 T = 4

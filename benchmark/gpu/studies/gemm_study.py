@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -35,25 +34,9 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gpu_common
 import gpu_common  # noqa: E402
-
-SHAPES = {  # name: (N out, K in); the 27B's from Qwen3.5-27B's config (docs/design/...)
-    "27b.in_proj_qkvz": (16384, 5120),
-    "27b.in_proj_ba": (96, 5120),
-    "27b.qkv_gate": (14336, 5120),
-    "27b.o_proj": (5120, 6144),  # GDN out_proj has the same shape
-    "27b.gate_up": (34816, 5120),
-    "27b.down": (5120, 17408),
-    "27b.lm_head": (248320, 5120),
-    "large.in_proj_qkvz": (3072, 1024),
-    "large.in_proj_ba": (16, 1024),
-    "large.qkv": (1536, 1024),
-    "large.o_proj": (1024, 1024),
-    "large.gate_up": (6144, 1024),
-    "large.down": (1024, 3072),
-    "large.lm_head": (248320, 1024),
-}
+from gpu_common import SHAPES, bits, time_kernel  # noqa: E402
 
 
 @triton.jit
@@ -231,42 +214,6 @@ def kernels(tree: Path) -> dict[str, Callable]:
     out.update({name: tma(cfg) for name, cfg in TMA.items()})
     out.update({name: splitk(s, cfg) for name, (s, cfg) in SPLITK.items()})
     return out
-
-
-def bits(run: Callable, a: torch.Tensor, w: torch.Tensor, ref: torch.Tensor, ms) -> dict:
-    """M values where rows differ from the reference, and where row 0 differs from M = 1's."""
-    row0 = run(a[:1], w)[0]
-    bad_ref, bad_self = [], []
-    for m in ms:
-        out = run(a[:m], w)
-        if not torch.equal(out, ref[:m]):
-            bad_ref.append(m)
-        if not torch.equal(out[0], row0):
-            bad_self.append(m)
-    return {"checked": len(ms), "differ_ref": bad_ref, "differ_self": bad_self}
-
-
-def time_kernel(run: Callable, a: torch.Tensor, weights: list[torch.Tensor], replays: int):
-    for w in weights[:2]:
-        run(a, w)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for w in weights:
-            run(a, w)
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(True), torch.cuda.Event(True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / len(weights))
-    samples.sort()
-    q = statistics.quantiles(samples, n=10, method="inclusive")
-    return {"median_us": statistics.median(samples), "p10_us": q[0], "p90_us": q[-1]}
 
 
 def dtype_bits(ks: dict, dtype: torch.dtype, shapes: list[str], ms: list[int]) -> dict:

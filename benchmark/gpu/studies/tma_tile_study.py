@@ -62,11 +62,11 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gpu_common
 from fixed_split_study import PER_FORWARD as SPLIT_PER_FORWARD  # noqa: E402
-from gemm_study import SHAPES, time_kernel  # noqa: E402
 
 import gpu_common  # noqa: E402
+from gpu_common import SHAPES, time_kernel  # noqa: E402
 
 # PER_FORWARD's shapes: the summary's estimate for one forward needs every one of them (with
 # fewer, --shapes gets no estimate)

@@ -32,10 +32,11 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_study import SHAPES, splitk_reduce, time_kernel  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gpu_common
+from gemm_study import splitk_reduce  # noqa: E402
 
 import gpu_common  # noqa: E402
+from gpu_common import SHAPES, time_kernel  # noqa: E402
 
 NARROW = 256  # the widest weight the split serves
 DECODE_M = [1, 4, 16, 64, 256]

@@ -25,10 +25,11 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_study import SHAPES, bits, fp8_block, load_persistent, time_kernel, tma  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gpu_common
+from gemm_study import fp8_block, load_persistent, tma  # noqa: E402
 
 import gpu_common  # noqa: E402
+from gpu_common import SHAPES, bits, time_kernel  # noqa: E402
 
 
 @triton.jit(do_not_specialize=["M"])

@@ -56,10 +56,9 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_study import SHAPES, time_kernel  # noqa: E402
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gpu_common
 import gpu_common  # noqa: E402
+from gpu_common import SHAPES, time_kernel  # noqa: E402
 
 # The 27B's weights where 0008's tiles miss at 256 rows, then 0011's narrow one, then the
 # two wide ones that were closer (1.12-1.18x at 256 rows), then the harness's down projection

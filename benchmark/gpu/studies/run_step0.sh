@@ -7,7 +7,7 @@ export PYTHONPATH=/tmp/site:$PWD/python SGLANG_CACHE_DIR=/tmp/sglang-cache PYTHO
 export GDN_PARITY_CACHE=/tmp/gdn-parity-cache
 mkdir -p "$GDN_PARITY_CACHE/wheels" && cp .gpu/sglang-0.5.23-*.whl "$GDN_PARITY_CACHE/wheels/"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 benchmark/gpu/step0_parity.py --out "$OUT" --patches 2
+python3 benchmark/gpu/studies/step0_parity.py --out "$OUT" --patches 2
 # The patch's own upstream-style test, run from the patched tree.
 python3 - <<'PY' 2>&1 | tee "$OUT/upstream_test.log" || true
 import unittest, importlib.util

@@ -3,16 +3,18 @@
 The two cases of ``conv_parity.py`` (same seeds) where a window differed before patch
 0004's shift fix; prints each differing element with its old-state row.
 
-    python benchmark/gpu/conv_window_debug.py TREE_0001_0004
+    python benchmark/gpu/studies/conv_window_debug.py TREE_0001_0004
 """
 
 import sys
 from pathlib import Path
 
 import torch
-from conv_parity import WIDTH, bits, verify_and_decode
 
 from gdn_parity.sandbox.bare_import import import_sglang_from
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # conv_parity
+from conv_parity import WIDTH, bits, verify_and_decode  # noqa: E402
 
 CASES = [(11, (64, 10240, 8)), (9, (1, 2048, 2))]  # conv_parity's seeds for these shapes
 

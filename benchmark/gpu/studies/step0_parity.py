@@ -6,7 +6,7 @@ For K=V=128 and each HV, N, SSM pool dtype and b regime, feed the same
 ``fused_sigmoid_gating_delta_rule_update`` (T=1, intermediate states on), and
 compare the outputs and the stored states with ``torch.equal``.
 
-    PYTHONPATH=python python benchmark/gpu/step0_parity.py --out DIR [--patches 2]
+    PYTHONPATH=python python benchmark/gpu/studies/step0_parity.py --out DIR [--patches 2]
 
 The two trees (the base alone, and base + the first patches) are made with the
 tool's own queue code (``gdn-parity tree``); the wheel must be in the cache.
@@ -17,12 +17,15 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
 from pathlib import Path
 
 from gdn_parity.queue.series import load_series
 from gdn_parity.queue.tree import materialise_tree
 from gdn_parity.sandbox.bare_import import import_sglang_from
-from gpu_common import gpu_env, run_worker
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gpu_common
+from gpu_common import gpu_env, run_worker  # noqa: E402
 
 K = V = 128
 HVS = (8, 32, 48)
