@@ -33,7 +33,7 @@ from gdn_parity.drift.model.config import SIZES
 from gdn_parity.drift.model.footprint import RunHolds
 from gdn_parity.drift.model.server.padding import MAX_BATCH
 from gdn_parity.drift.model.stacks import default_stack, kv_cache_problem
-from gdn_parity.drift.modeldir.configs import MAX_GAMMA
+from gdn_parity.drift.modeldir.configs import MAX_GAMMA as MAX_DRAFT_BLOCK
 from gdn_parity.drift.run.variants import VARIANTS, Variant, variant_named
 from gdn_parity.errors import GdnParityError
 from gdn_parity.notes import note
@@ -324,13 +324,13 @@ def cmd_harness_server(args: argparse.Namespace) -> int:
 
 
 def draft_gamma(text: str) -> int:
-    """``model-dir --gamma``: 1 to ``MAX_GAMMA``, with the reason for the cap."""
+    """``model-dir --gamma``: 1 to ``MAX_DRAFT_BLOCK``, with the reason for the cap."""
     value = integer(text)
-    if not 1 <= value <= MAX_GAMMA:
+    if not 1 <= value <= MAX_DRAFT_BLOCK:
         raise argparse.ArgumentTypeError(
-            f"{text!r} must be 1 to {MAX_GAMMA} (a DSpark block longer than sglang's DFlash "
-            f"default of {MAX_GAMMA} has no draft to match, and the verify keeps gamma + 1 GDN "
-            "states per request)"
+            f"{text!r} must be 1 to {MAX_DRAFT_BLOCK} (a DSpark block longer than sglang's "
+            f"DFlash default of {MAX_DRAFT_BLOCK} has no draft to match, and the verify keeps "
+            "gamma + 1 GDN states per request)"
         )
     return value
 
@@ -643,7 +643,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--gamma",
         type=draft_gamma,
         default=3,
-        help=f"the draft's block_size, the tokens it drafts per step (1 to {MAX_GAMMA}; 3); "
+        help=f"the draft's block_size, the tokens it drafts per step (1 to {MAX_DRAFT_BLOCK}; 3); "
         "the server's --speculative-num-draft-tokens (gamma + 1) overrides it",
     )
     p.add_argument(
