@@ -61,10 +61,12 @@ O=/tmp/27b-out/$tag
 mkdir -p $O
 # The cost table of 0.5.23 and the contract's stack (cost-now, tma-ab) into $O/$1 and its log:
 # $2 the batches, $3 the gammas; REPLAYS, COST_ROUNDS, COST_PROFILE and COST_NOW_LIMIT as above;
-# COST_PATCHES: another series than the checkout's.
+# COST_PATCHES: another series than the checkout's; COST_CONTEXTS: cost --context (each
+# request's prefill length; default the reporter's 24 ids).
 cost_table() {
   timeout "${COST_NOW_LIMIT:-300}" python3 -m gdn_parity.cli \
     ${COST_PATCHES:+--patches "$COST_PATCHES"} cost --size 27b --batch "$2" \
+    ${COST_CONTEXTS:+--context "$COST_CONTEXTS"} \
     --gamma "$3" --replays "${REPLAYS:-30}" --rounds "${COST_ROUNDS:-1}" \
     $([ "${COST_PROFILE:-0}" = 1 ] && echo --profile) \
     --variants 0.5.23,deterministic-exact-parity --out "$O/$1" > "$O/$1.log" 2>&1
