@@ -146,11 +146,7 @@ def _registered_conv_test(tree):
     """Patch 0004's registered CUDA test module, loaded from the tree."""
     import importlib.util
 
-    path = (
-        tree
-        / "test/registered/unit/layers/attention/linear/kernels"
-        / "test_gdn_conv_state_dtype.py"
-    )
+    path = tree / "test/registered/kernels/ops/mamba/test_gdn_conv_state_dtype.py"
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

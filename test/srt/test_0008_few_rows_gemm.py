@@ -83,7 +83,7 @@ def test_the_padded_k_is_the_persistent_kernels_and_shared_memory_fits(bio, dtyp
                 assert (bm + bn) * bk * dtype.itemsize * stages <= bio._SMEM_BUDGET
 
 
-REGISTERED = "test/registered/core/test_batch_invariant_mm_few_rows.py"
+REGISTERED = "test/registered/kernels/ops/gemm/test_batch_invariant_mm_few_rows.py"
 
 
 def _registered_lists(tree) -> tuple[list, list]:

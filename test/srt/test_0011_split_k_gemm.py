@@ -69,7 +69,7 @@ def test_the_gemm_takes_the_split_before_the_few_rows_kernel(bio, monkeypatch):
     assert calls == ["split", "split", "few"]
 
 
-REGISTERED = "test/registered/core/test_batch_invariant_mm_split_k.py"
+REGISTERED = "test/registered/kernels/ops/gemm/test_batch_invariant_mm_split_k.py"
 
 
 def _registered_lists(tree) -> dict[str, list]:

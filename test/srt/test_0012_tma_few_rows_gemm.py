@@ -171,7 +171,7 @@ def test_more_rows_than_the_few_rows_kernels_take_keep_the_persistent_kernel(bio
     assert bio._few_rows_tile(torch.empty(257, 17408, dtype=BF16), 257, 5120, 17408) is None
 
 
-REGISTERED = "test/registered/core/test_batch_invariant_mm_few_rows.py"
+REGISTERED = "test/registered/kernels/ops/gemm/test_batch_invariant_mm_few_rows.py"
 
 
 def test_the_cuda_test_runs_every_tma_tile_at_every_tma_row_count(bio, sglang_tree):
