@@ -1,4 +1,4 @@
-"""Patch 0012: batch-invariant mode's few-rows GEMM loads wide weights through TMA at
+"""Patch 0013: batch-invariant mode's few-rows GEMM loads wide weights through TMA at
 193-256 rows: its rule, its dispatch and its kernels' plumbing.
 
 The rule (``_few_rows_tma_tile``) must take only the GEMMs the patch names (193-256
@@ -9,7 +9,7 @@ so that the zero-padded K, and with it a row's bits, stay the persistent kernel'
 kernels run under the Triton interpreter, whose TMA loads fill outside the matrices with
 zeros as a GPU's do: the product against float64, the bias, and no write past row M.
 That their rows equal the persistent kernel's at every M on a GPU is the CUDA test of
-0008 as 0012 extends it, on SM90.
+0009 as 0013 extends it, on SM90.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Patch 0011: batch-invariant mode's split-K GEMM for narrow weights, its plan and its
+"""Patch 0012: batch-invariant mode's split-K GEMM for narrow weights, its plan and its
 kernels' plumbing.
 
 A row stays batch-invariant only if the split does not follow the row count: the plan's
 K_PER_SPLIT must depend on K alone, every K chunk a tile can pick must divide it (so
 each split runs the same zero-padded K whatever the tile), and the plan must cover the
 weights the patch names and no others. The device gate (SM90, CUDA) is set here as
-0008's test sets it, so the plan can be checked on the CPU. The kernels run under the
+0009's test sets it, so the plan can be checked on the CPU. The kernels run under the
 Triton interpreter: the product against float64, the bias, a row-major weight, and no
 write past row M. That the rows are the same at every M on a GPU is the patch's CUDA
 test, on SM90.
