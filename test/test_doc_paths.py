@@ -27,6 +27,8 @@ SGLANGS = (
     "python/sglang",
     "test/registered/",
     "test/run_suite.py",
+    "docs/docs/",
+    "docs/docs.json",
     "docs/advanced_features/",
     "docs/references/",
 )

@@ -5,10 +5,10 @@ For each activation dtype (bf16, fp16; the weights share it) and conv-state dtyp
 ``causal_conv1d_update`` once with D tokens and per-step windows (TARGET_VERIFY)
 and D times with one token (decode), and compare every step's output and window
 bit for bit (``torch.equal`` on integer views, so equal NaNs compare equal). Decode's own
-outputs and states are hashed, so the table also says whether 0004 left decode
+outputs and states are hashed, so the table also says whether 0005 left decode
 unchanged (decode is the same kernel call before and after). The two columns
 are two trees of the series (``gdn-parity tree``, then a worktree at a prefix):
-before patch 0004 and with it:
+before patch 0005 and with it:
 
     python benchmark/gpu/conv_parity.py --before TREE_0003 --after TREE_0004 --out DIR
 """
@@ -112,8 +112,8 @@ def measure(tree: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--before", type=Path, help="tree: the series up to 0003")
-    parser.add_argument("--after", type=Path, help="tree: the series up to 0004")
+    parser.add_argument("--before", type=Path, help="tree: the series up to 0004")
+    parser.add_argument("--after", type=Path, help="tree: the series up to 0005")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--worker", type=Path, help="internal: measure one tree")
     args = parser.parse_args()
@@ -134,7 +134,7 @@ def main() -> None:
         "",
         "| act | conv state | batch | dim | D | before: out equal | before: windows equal "
         "| before: max abs diff | after: out equal | after: windows equal | after: max abs diff "
-        "| decode unchanged by 0004 |",
+        "| decode unchanged by 0005 |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for b, a in zip(results["before"], results["after"], strict=True):
@@ -155,8 +155,8 @@ def main() -> None:
     )
     lines += [
         "",
-        f"conv parity after 0004: {'HOLDS' if holds else 'BROKEN'} for every dtype pair",
-        f"decode conv unchanged by 0004: {'YES' if unchanged else 'NO'}",
+        f"conv parity after 0005: {'HOLDS' if holds else 'BROKEN'} for every dtype pair",
+        f"decode conv unchanged by 0005: {'YES' if unchanged else 'NO'}",
     ]
     table = "\n".join(lines)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Issue #24: patch 0008's few-rows GEMM, from a patched tree, against cuBLAS and the
+"""Issue #24: patch 0009's few-rows GEMM, from a patched tree, against cuBLAS and the
 persistent kernel.
 
 ``--sweep``: time the tree's ``matmul_kernel_few_rows`` with candidate tiles (and what
@@ -8,7 +8,7 @@ check each tile's bits against the persistent kernel at M = 1, 13, 64, 100, 256.
 (rows, columns, K chunk, warps, stages) for the shapes that miss the goal (16-column tiles
 for weights of at most 256 columns; 16-row tiles up to 16 rows), with K chunks up to 1024.
 ``--table``: the issue's GEMM table: per shape and M in 1, 4, 16, 64, 256 (and 1024,
-4096, 8192 for weights of at most 256 columns, which patch 0011's split-K serves at every
+4096, 8192 for weights of at most 256 columns, which patch 0012's split-K serves at every
 M), the time of batch-invariant mode's GEMM as the tree dispatches it
 (``_matmul_persistent_triton``), of cuBLAS and of the persistent kernel alone (0.5.23's
 mode: the few-rows and split-K switches off), with the floor (weight, activation and
@@ -18,7 +18,7 @@ M = 1..512 against its 512-row product (M-invariance) and against the persistent
 Timing as in ``gemm_study``: CUDA-graph replays, each call on its own copy of the weight
 (cold), median and p10-p90.
 
-Patch 0011's split-K above 256 rows: ``studies/fixed_split_study.py``.
+Patch 0012's split-K above 256 rows: ``studies/fixed_split_study.py``.
 
 Usage: python gemm_tiles.py --tree TREE --out DIR (--sweep | --grid SHAPES | --table)
 """
@@ -80,7 +80,7 @@ def candidates(m: int) -> list[tuple]:
     return LARGE
 
 
-SMEM_BUDGET = 200 * 1024  # 0008's _SMEM_BUDGET
+SMEM_BUDGET = 200 * 1024  # 0009's _SMEM_BUDGET
 
 
 def grid_candidates(n: int, k: int, m: int) -> list[tuple]:
@@ -126,9 +126,9 @@ def main() -> None:
     dispatched = gpu_common.dispatched_gemm(bio)
 
     def persistent(a, w):
-        # 0008 and 0011 read SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_{FEW_ROWS,SPLIT_K} once,
-        # into these switches (the 2026-12-04 runs ran 0008's first version, which read
-        # the variable per call; trees without 0011 have no split-K switch).
+        # 0009 and 0012 read SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_{FEW_ROWS,SPLIT_K} once,
+        # into these switches (the 2026-12-04 runs ran 0009's first version, which read
+        # the variable per call; trees without 0012 have no split-K switch).
         switches = [s for s in ("_ENABLE_MM_FEW_ROWS", "_ENABLE_MM_SPLIT_K") if hasattr(bio, s)]
         saved = {s: getattr(bio, s) for s in switches}
         try:
@@ -139,7 +139,7 @@ def main() -> None:
             for s, v in saved.items():
                 setattr(bio, s, v)
 
-    def route(x, w):  # what the tree dispatches at this M (0012: TMA loads from 193 rows)
+    def route(x, w):  # what the tree dispatches at this M (0013: TMA loads from 193 rows)
         m, (n, k) = x.shape[0], w.shape
         plan = getattr(bio, "_split_k_plan", lambda *_: None)(x, m, n, k)
         if plan is not None:

@@ -73,7 +73,7 @@ def tree_batch_invariant_ops(tree: Path) -> ModuleType:
 
 def dispatched_gemm(bio: ModuleType) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """``a @ w.T`` (``w`` an nn.Linear weight ``[N, K]``) as batch-invariant mode runs it on the
-    Triton route (``_matmul_persistent_triton``: the tree's 0008 and 0011 where it has them)."""
+    Triton route (``_matmul_persistent_triton``: the tree's 0009 and 0012 where it has them)."""
 
     def run(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return bio._matmul_persistent_triton(a, w.t(), out_dtype=a.dtype)

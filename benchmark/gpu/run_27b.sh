@@ -3,15 +3,15 @@
 # .gpu/tree.series (pack_tree.sh); cost also needs the sglang wheel, carried into
 # /tmp/gdn-parity-cache/wheels/ by an earlier call on the same warm machine (benchmark/README.md).
 # Arguments: the groups to run, in order:
-#   tiles     gemm_tiles.py --sweep: patch 0008's kernel at candidate tiles vs cuBLAS
+#   tiles     gemm_tiles.py --sweep: patch 0009's kernel at candidate tiles vs cuBLAS
 #   grid      gemm_tiles.py --grid GRID_SHAPES (27b.in_proj_ba,27b.o_proj): a grid of tiles,
 #             K chunks up to 1024, at the shapes that missed the goal
 #   splitk    studies/splitk_study.py: a fixed split-K (2, 4, 8, 16) for the weights of at most 256
 #             columns, at every M (decode, verify and prefill sizes): rows over M = 1..512,
 #             time against cuBLAS and the mode's GEMM
 #   fixed-split  studies/fixed_split_study.py: a K split fixed by the weight (S 2 and 4 for the wide
-#             weights, 0011's S 4 for in_proj_ba), run through partials or in one program per
-#             tile, and 0008's kernel at untried tiles, at M 64 to 8192 (FIXED_SPLIT_SHAPES
+#             weights, 0012's S 4 for in_proj_ba), run through partials or in one program per
+#             tile, and 0009's kernel at untried tiles, at M 64 to 8192 (FIXED_SPLIT_SHAPES
 #             chooses): rows against each candidate's reference, time against cuBLAS, the
 #             dispatched GEMM and the persistent kernel
 #   tma       studies/tma_tile_study.py: the wide weights at 128-256 rows through TMA loads, one tile per
@@ -19,13 +19,13 @@
 #             the dispatched GEMM at M = 1..512, time against cuBLAS and the dispatched GEMM;
 #             each candidate in a child process of at most 45 s, none started after
 #             TMA_LIMIT - 30 s (default 300): those not started are listed as not run
-#   table     gemm_tiles.py --table: the mode's GEMM as the tree dispatches it (0008, 0011),
+#   table     gemm_tiles.py --table: the mode's GEMM as the tree dispatches it (0009, 0012),
 #             cuBLAS, the persistent kernel, the floor (the issue's GEMM table)
 #   tests     the series' CUDA tests named by TESTS_MATCH (run_upstream_tests.sh; default
-#             batch_invariant: 0008's)
-#   cost      gdn-parity cost --size 27b (64 layers), N 1,4,16,64, gamma 1,3: the 7-patch
-#             series (before 0008: 0.5.23, exact-parity, deterministic-exact-parity), then the
-#             8-patch series (deterministic-exact-parity)
+#             batch_invariant: 0009's)
+#   cost      gdn-parity cost --size 27b (64 layers), N 1,4,16,64, gamma 1,3: the series
+#             before 0009 (0.5.23, exact-parity, deterministic-exact-parity), then the
+#             series up to 0009 (deterministic-exact-parity)
 #   cost-now  the same cost table for the checkout's series alone: 0.5.23 and
 #             deterministic-exact-parity (COST_BATCHES, default 1,4,16,64: batch 64 needs
 #             about 78 GiB with the snapshots in host memory, which an 80 GB H100 takes by
@@ -36,7 +36,7 @@
 #             times in alternating order, ratios taken within a round, e.g. COST_BATCHES=64
 #             COST_GAMMAS=3 COST_ROUNDS=3 for issue #24's thinnest row; COST_PROFILE=1: cost
 #             --profile, each step's kernels side by side, in a process of each variant's own)
-#   tma-ab    patch 0012 on and off on one machine: the cost-now table (COST_BATCHES, default 64;
+#   tma-ab    patch 0013 on and off on one machine: the cost-now table (COST_BATCHES, default 64;
 #             COST_GAMMAS, default 3; COST_ROUNDS) with SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_TMA
 #             at each value of TMA_AB_ORDER in turn (default "1 0"; run "0 1" in the next call
 #             for an alternating order); one round of both variants takes about 110 s on a warm
@@ -104,8 +104,8 @@ for group in "$@"; do
         bash benchmark/gpu/run_upstream_tests.sh
       cp $O/upstream_tests.log "$OUT/upstream_tests_$tag.log" ;;
     cost)
-      P7=/tmp/patches7 && rm -rf $P7 && mkdir -p $P7 && cp patches/*.patch $P7/ && rm $P7/0008-*
-      grep -v '^0008-' patches/series > $P7/series
+      P7=/tmp/patches7 && rm -rf $P7 && mkdir -p $P7 && cp patches/*.patch $P7/ && rm $P7/0009-*
+      grep -v '^0009-' patches/series > $P7/series
       C=(cost --size 27b --batch "${COST_BATCHES:-1,4,16,64}" --gamma 1,3 --replays "${REPLAYS:-30}")
       timeout "${COST_BEFORE_LIMIT:-330}" python3 -m gdn_parity.cli --patches $P7 "${C[@]}" \
         --variants 0.5.23,exact-parity,deterministic-exact-parity --out $O/cost-before \

@@ -19,8 +19,8 @@ if [ ! -d $G/series ]; then
   python3 -m gdn_parity.cli tree $G/series || exit 1
   git -C $G/series worktree add -q $G/base base || exit 1
   n=$(git -C $G/series rev-list --count base..HEAD)
-  git -C $G/series worktree add -q --detach $G/p3 HEAD~$((n - 3)) || exit 1  # 0001..0003
-  git -C $G/series worktree add -q --detach $G/p4 HEAD~$((n - 4)) || exit 1  # 0001..0004
+  git -C $G/series worktree add -q --detach $G/p3 HEAD~$((n - 4)) || exit 1  # 0001..0004
+  git -C $G/series worktree add -q --detach $G/p4 HEAD~$((n - 5)) || exit 1  # 0001..0005
 fi
 python3 -c "import torch, triton; print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)"
 tag=t$(python3 -c "import triton; print(triton.__version__.replace('.', ''))")

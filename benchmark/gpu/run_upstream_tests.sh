@@ -17,7 +17,7 @@ from gdn_parity.sandbox.sglang_tree import use_tree
 import torch, triton
 print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)
 tree = Path("/tmp/gdn-parity-gpu/series")
-# 0006's test builds TritonAttnBackend from the attention kit's model runner, whose
+# 0007's test builds TritonAttnBackend from the attention kit's model runner, whose
 # modules import sgl_kernel: stubbed where the image lacks it, as for the demo.
 use_tree(tree, "cuda")
 # TritonAttnBackend.__init__ asks sgl_kernel whether the GPU supports PDL; the stub

@@ -3,7 +3,7 @@
 A compiled Triton binary is one kernel at one set of ``tl.constexpr`` arguments (and,
 on a GPU, the specializations of its other arguments). Two launches that differ there
 run different binaries, whose float arithmetic the compiler schedules separately; on
-the GPU that is where bitwise parity breaks (patch 0003's fp16 case). Under the Triton
+the GPU that is where bitwise parity breaks (patch 0004's fp16 case). Under the Triton
 interpreter two such launches can still compute the same numbers, so a test of a
 "one binary" claim on CPU looks at the launches themselves.
 

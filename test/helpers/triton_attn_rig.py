@@ -53,7 +53,7 @@ def make_backend(
     """A TritonAttnBackend for the target model under deterministic inference.
 
     ``verify_as_decode`` True is what ``__init__`` derives for a speculative target
-    in a tree with patch 0006; False is the backend's previous verify path. The KV
+    in a tree with patch 0007; False is the backend's previous verify path. The KV
     pool holds ``kv_dtype`` (``torch.float8_e4m3fn``: sglang's FP8 E4M3 KV cache) in
     pages of ``page_size`` tokens, read through a translator of that page size.
     """

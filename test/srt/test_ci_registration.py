@@ -20,6 +20,7 @@ PER_COMMIT_SUITES = {
         "base-a-test-1-gpu-small",
         "base-b-test-1-gpu-small",
         "base-b-test-1-gpu-large",
+        "base-b-kernel-unit-test-1-gpu-large",
     },
 }
 
@@ -52,6 +53,24 @@ def test_effective_suite_names_both_forms():
         ("register_cpu_ci", "base-a-test-cpu"),
         ("register_cuda_ci", "stage-b-test-1-gpu-small"),
     ]
+
+
+KERNEL_TESTS = "test/registered/kernels/"
+KERNEL_SUITE = "base-b-kernel-unit-test-1-gpu-large"
+
+
+def test_kernel_tests_run_in_the_kernel_stage(series_tree):
+    """Upstream's test README puts kernel correctness tests under test/registered/kernels/,
+    run by the kernel stage: every such test of the series registers there (a second
+    registration, as for another GPU's runner, may sit beside it)."""
+    kernel_tests = {
+        change.path: _effective_suites(change.after.decode())
+        for change in series_changes(series_tree)
+        if change.path.startswith(KERNEL_TESTS) and change.after is not None
+    }
+    assert kernel_tests, "the series adds no kernel test"
+    outside = {p: s for p, s in kernel_tests.items() if ("register_cuda_ci", KERNEL_SUITE) not in s}
+    assert not outside, outside
 
 
 def test_registered_tests_name_per_commit_suites(series_tree):

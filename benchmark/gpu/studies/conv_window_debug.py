@@ -1,7 +1,7 @@
 """Which conv-window elements differ between verify and decode (fp16 act, bf16 state).
 
 The two cases of ``conv_parity.py`` (same seeds) where a window differed before patch
-0004's shift fix; prints each differing element with its old-state row.
+0005's shift fix; prints each differing element with its old-state row.
 
     python benchmark/gpu/studies/conv_window_debug.py TREE_0001_0004
 """

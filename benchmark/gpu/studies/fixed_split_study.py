@@ -3,26 +3,26 @@
 The misses (``results/2026-12-05-h200-splitk-cost.md``):
 
 - a verify of 64 requests with 3 drafts (256 rows) costs 1.10x the default step: at
-  M = 256, patch 0008's tiles run the 27B's wide weights at 1.12-1.65x cuBLAS (o_proj,
+  M = 256, patch 0009's tiles run the 27B's wide weights at 1.12-1.65x cuBLAS (o_proj,
   gate_up and down worst). A 128 x 128 tile gives down (5120 x 17408) 80 programs for
-  132 SMs, and a tile may not split K (0008 keeps the persistent kernel's bits);
-- patch 0011's split-K is 1.06x the persistent kernel it replaced at 8192 rows on
+  132 SMs, and a tile may not split K (0009 keeps the persistent kernel's bits);
+- patch 0012's split-K is 1.06x the persistent kernel it replaced at 8192 rows on
   in_proj_ba: its fp32 partials go through HBM (4 x M x N x 4 bytes, written and read).
 
-The candidate: K cut into S splits fixed by the weight's shape (0011's rule: multiples of
+The candidate: K cut into S splits fixed by the weight's shape (0012's rule: multiples of
 256 columns), each split one fp32 accumulator over tl.dot chunks from its first column,
 the partials added in split order. A row's bits then depend on S only, and the split can be
 run two ways with the same bits:
 
 - ``partials``: one program per (tile, split), fp32 partials to memory, an ordered reduce
-  (the tree's 0011 kernels, ``_matmul_split_k_triton``, given this script's plan): S times
+  (the tree's 0012 kernels, ``_matmul_split_k_triton``, given this script's plan): S times
   the programs, for M where the tiles alone do not fill the GPU;
 - ``segmented``: one program per tile that runs the splits one after another in registers,
   ``total = p0; total = total + p1; ...`` (this script's kernel): no partial traffic, for M
   where the tiles fill the GPU (prefill).
 
-And, for the wide weights at S = 1 (the persistent kernel's bits, as 0008 keeps them), tiles
-at 256 rows that 0008's sweep did not try (``few-rows``: the tree's 0008 kernel).
+And, for the wide weights at S = 1 (the persistent kernel's bits, as 0009 keeps them), tiles
+at 256 rows that 0009's sweep did not try (``few-rows``: the tree's 0009 kernel).
 
 Measured per shape (bf16):
 
@@ -32,7 +32,7 @@ Measured per shape (bf16):
   kernel (0.5.23's mode);
 - time: CUDA-graph replays, each call on its own copy of the weight (cold), median and
   p10-p90 (``gemm_study.time_kernel``), at M in ``TIME_M``, against cuBLAS, the tree's GEMM as
-  batch-invariant mode dispatches it (0008 and 0011) and the persistent kernel alone, beside
+  batch-invariant mode dispatches it (0009 and 0012) and the persistent kernel alone, beside
   the floor (weight, activation and output bytes over the copy bandwidth of the same run).
 
 Checked on CPU under the Triton interpreter (fp32, N 24 and 40, K 512 and 300, a granule of
@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gpu_common
 import gpu_common  # noqa: E402
 from gpu_common import SHAPES, time_kernel  # noqa: E402
 
-# The 27B's weights where 0008's tiles miss at 256 rows, then 0011's narrow one, then the
+# The 27B's weights where 0009's tiles miss at 256 rows, then 0012's narrow one, then the
 # two wide ones that were closer (1.12-1.18x at 256 rows), then the harness's down projection
 # (1024 x 3072: 1.26x cuBLAS at 64 rows on triton 3.8, 32 programs of 32 columns). lm_head
 # (1940 column tiles of 128) fills the GPU without a split.
@@ -83,9 +83,9 @@ PER_FORWARD = {
     "27b.gate_up": 64,
     "27b.down": 64,
 }
-NARROW = 256  # 0011's widest split weight: its plan fixes S = 4
+NARROW = 256  # 0012's widest split weight: its plan fixes S = 4
 WIDE_SPLITS = [2, 4]
-GRANULE = 256  # 0011's SPLIT_K_GRANULE: a split is a multiple of this many columns
+GRANULE = 256  # 0012's SPLIT_K_GRANULE: a split is a multiple of this many columns
 TIME_M = [64, 128, 256, 1024, 4096, 8192]
 CHECK_M = [1, 2, 3, 13, 64, 100, 128, 129, 256, 300, 512, 1024, 4096, 8192]
 REFERENCE_M = 8192
@@ -93,7 +93,7 @@ REFERENCE_M = 8192
 # (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages)
 REFERENCE_TILE = (64, 128, 64, 4, 3)
 # S = 1 at 256 rows, wide weights: smaller K chunks and fewer stages, so that two or three
-# programs share an SM, beside 0008's (128, 128, 64/128, 8, 3)
+# programs share an SM, beside 0009's (128, 128, 64/128, 8, 3)
 FEW_ROWS_256 = [
     (64, 128, 64, 4, 3),
     (64, 64, 64, 4, 4),
@@ -113,7 +113,7 @@ SEGMENTED_TILES = [
     (128, 64, 64, 4, 4),
     (64, 256, 64, 8, 3),
 ]
-# the narrow weight above 256 rows: 0011's tile, the standalone study's, and larger ones
+# the narrow weight above 256 rows: 0012's tile, the standalone study's, and larger ones
 NARROW_PREFILL_TILES = [
     (64, 128, 64, 4, 3),
     (64, 128, 64, 4, 5),
@@ -169,7 +169,7 @@ def segmented_split_k_kernel(
 
 
 def k_per_split(k: int, splits: int) -> int:
-    """0011's rule: K cut into ``splits`` splits of a multiple of GRANULE columns."""
+    """0012's rule: K cut into ``splits`` splits of a multiple of GRANULE columns."""
     return triton.cdiv(triton.cdiv(k, splits), GRANULE) * GRANULE
 
 
@@ -198,7 +198,7 @@ def segmented(splits: int, tile: tuple) -> Run:
 
 
 def partials(bio, splits: int, tile: tuple) -> Run:
-    """The tree's 0011 split-K (partials to memory, ordered reduce) with this plan."""
+    """The tree's 0012 split-K (partials to memory, ordered reduce) with this plan."""
 
     def run(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         c = torch.empty(a.shape[0], w.shape[0], device=a.device, dtype=a.dtype)
@@ -209,7 +209,7 @@ def partials(bio, splits: int, tile: tuple) -> Run:
 
 
 def few_rows(bio, tile: tuple) -> Run:
-    """The tree's 0008 kernel at this tile: the persistent kernel's bits."""
+    """The tree's 0009 kernel at this tile: the persistent kernel's bits."""
 
     def run(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         c = torch.empty(a.shape[0], w.shape[0], device=a.device, dtype=a.dtype)
@@ -225,7 +225,7 @@ def name(tile: tuple) -> str:
 def candidates(bio, n: int, m: int) -> dict[str, tuple[int, Run]]:
     """name: (S, run) of the candidates timed at M = m for a weight of n columns."""
     out: dict[str, tuple[int, Run]] = {}
-    if n <= NARROW:  # 0011 serves it with S = 4 at every M: the way of running and the tile
+    if n <= NARROW:  # 0012 serves it with S = 4 at every M: the way of running and the tile
         if m > 128:
             for tile in NARROW_PREFILL_TILES:
                 out[f"segmented S4 {name(tile)}"] = (4, segmented(4, tile))
@@ -256,7 +256,7 @@ def main() -> None:
     bio = gpu_common.tree_batch_invariant_ops(args.tree)
     dispatched = gpu_common.dispatched_gemm(bio)
 
-    def persistent(a, w):  # 0.5.23's mode: 0008's and 0011's switches off
+    def persistent(a, w):  # 0.5.23's mode: 0009's and 0012's switches off
         saved = (bio._ENABLE_MM_FEW_ROWS, bio._ENABLE_MM_SPLIT_K)
         bio._ENABLE_MM_FEW_ROWS = bio._ENABLE_MM_SPLIT_K = False
         try:

@@ -15,7 +15,7 @@ from pathlib import Path
 from gdn_parity.sandbox.bare_import import import_sglang_from
 tree = Path("/tmp/gdn-parity-gpu/series")
 import_sglang_from(tree)
-path = next(tree.glob("test/registered/unit/layers/attention/linear/kernels/test_gdn_gate_*.py"))
+path = next(tree.glob("test/registered/kernels/ops/attention/test_gdn_gate_*.py"))
 spec = importlib.util.spec_from_file_location("upstream_test", path)
 module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
 result = unittest.TextTestRunner(verbosity=2).run(unittest.defaultTestLoader.loadTestsFromModule(module))

@@ -1,5 +1,5 @@
 """Issue #24: a fixed split-K for the narrow weights (at most 256 columns), the route left
-for ``in_proj_ba`` (96 columns, K = 5120), where patch 0008's one-program-per-tile kernel
+for ``in_proj_ba`` (96 columns, K = 5120), where patch 0009's one-program-per-tile kernel
 is 1.09-1.33x cuBLAS at M <= 64: 6 programs stream K alone.
 
 A split-K keeps a row's bits the same at every M only if the split is the same at every M
@@ -13,7 +13,7 @@ This measures, per shape of at most 256 columns and per split count S (fixed at 
   tile (64 rows), so neither M nor the tile changes a row;
 - time: M in 1, 4, 16, 64, 256 (decode, verify) and 1024, 4096, 8192 (prefill, where the
   mode runs the persistent kernel today), against cuBLAS, the tree's GEMM as batch-invariant
-  mode dispatches it (0008), and the floor; CUDA-graph replays on cold weights, median and
+  mode dispatches it (0009), and the floor; CUDA-graph replays on cold weights, median and
   p10-p90 (``gemm_study.time_kernel``).
 
 Usage: python splitk_study.py --tree TREE --out DIR [--splits 2,4,8,16] [--replays 10]

@@ -3,13 +3,13 @@
 The row: a verify of 64 requests with 3 drafts (256 rows) costs 1.101x the default step in one
 run (``results/2026-12-05-h200-splitk-cost.md``), 1.078x (triton 3.6) and 1.094x (3.8) as the
 median of three alternating rounds, fastest replay against fastest 1.11-1.15x
-(``results/2026-12-05-s20-h200-cost64.md``); the goal is 1.10x. At M = 256, patch 0008's
+(``results/2026-12-05-s20-h200-cost64.md``); the goal is 1.10x. At M = 256, patch 0009's
 tiles (pointer loads, one 128 x 128 tile per program) run the 27B's wide weights at
 1.13-1.62x cuBLAS on the H200 and 1.32-1.39x on the H100 (down, o_proj, gate_up).
 ``fixed_split_study.py`` showed that a K split fixed by the weight does not help there, and
-that 0008's kernel at other tiles gains at most 4%.
+that 0009's kernel at other tiles gains at most 4%.
 
-What is left inside 0008's arithmetic (one fp32 accumulator per output element, tl.dot chunks
+What is left inside 0009's arithmetic (one fp32 accumulator per output element, tl.dot chunks
 of K in order from k = 0: ``gemm_study.py`` found every tile and TMA loads give those bits) is
 how fast one SM runs a tile. This study times, at the verify sizes above 64 rows:
 
@@ -18,10 +18,10 @@ how fast one SM runs a tile. This study times, at the verify sizes above 64 rows
   matmul, ``tl.range(..., flatten=True)``), and for the 4-warp tiles ``-ws``: the loop not
   flattened and warp-specialized (triton 3.6 specializes those, not the 8-warp ones);
 
-against cuBLAS, the tree's GEMM as batch-invariant mode dispatches it (0008) and the floor.
+against cuBLAS, the tree's GEMM as batch-invariant mode dispatches it (0009) and the floor.
 Every candidate's rows at each M of ``CHECK_M`` are compared with ``torch.equal`` to the first M
 rows of the dispatched GEMM at 512 rows (itself the persistent kernel's bits at every M, which
-0008's CUDA test checks): a candidate that differs anywhere is reported and not timed.
+0009's CUDA test checks): a candidate that differs anywhere is reported and not timed.
 
 How it runs, and why: the first run (2026-12-05, H200, triton 3.6: 300 s, no output) printed
 and wrote nothing, since all 15 candidates had to pass the first shape's rows before anything
@@ -126,10 +126,10 @@ def output_tile(a_desc, w_desc, c_ptr, pid_m, pid_n, M, N, K, stride_cm, BM: tl.
              acc.to(c_ptr.dtype.element_ty), mask=mask)  # fmt: skip
 
 
-@triton.jit(do_not_specialize=["M"])  # one compile for every M, as 0008's kernel
+@triton.jit(do_not_specialize=["M"])  # one compile for every M, as 0009's kernel
 def tma_tile_kernel(a_desc, w_desc, c_ptr, M, N, K, stride_cm, BM: tl.constexpr,
                     BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
-    """One tile per program; the M tiles of one N tile are adjacent programs (as 0008's)."""
+    """One tile per program; the M tiles of one N tile are adjacent programs (as 0009's)."""
     output_tile(a_desc, w_desc, c_ptr, tl.program_id(0), tl.program_id(1), M, N, K, stride_cm,
                 BM, BN, BK)  # fmt: skip
 

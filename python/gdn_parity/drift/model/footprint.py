@@ -60,7 +60,7 @@ def attention_metadata_bytes(config: ModelConfig, holds: RunHolds) -> int:
     """What the Triton backend builds per forward that grows with the context: the decode
     kernel's split buffers (fp32 partial outputs and their log-sum-exp; under deterministic
     inference one split per ``SPLIT_TILE`` tokens, for at most a padded batch of rows, also in
-    patch 0006's verify), 0006's KV id stream (int64, one id per prefix token and verify row)
+    patch 0007's verify), 0007's KV id stream (int64, one id per prefix token and verify row)
     and ``req_to_token`` (int32)."""
     rows = _slots(holds.requests) - 1
     splits = -(-holds.context // SPLIT_TILE)

@@ -1,4 +1,4 @@
-"""Patch 0006: deterministic TARGET_VERIFY on the Triton backend equals Base decode, bitwise.
+"""Patch 0007: deterministic TARGET_VERIFY on the Triton backend equals Base decode, bitwise.
 
 The real ``TritonAttnBackend`` (``triton_attn_rig``: no ``__init__``, real pool,
 translator and kernels) computes, through its own ``init_forward_metadata``

@@ -1,4 +1,4 @@
-"""Patch 0012: batch-invariant mode's few-rows GEMM loads wide weights through TMA at
+"""Patch 0013: batch-invariant mode's few-rows GEMM loads wide weights through TMA at
 193-256 rows: its rule, its dispatch and its kernels' plumbing.
 
 The rule (``_few_rows_tma_tile``) must take only the GEMMs the patch names (193-256
@@ -9,7 +9,7 @@ so that the zero-padded K, and with it a row's bits, stay the persistent kernel'
 kernels run under the Triton interpreter, whose TMA loads fill outside the matrices with
 zeros as a GPU's do: the product against float64, the bias, and no write past row M.
 That their rows equal the persistent kernel's at every M on a GPU is the CUDA test of
-0008 as 0012 extends it, on SM90.
+0009 as 0013 extends it, on SM90.
 """
 
 from __future__ import annotations
@@ -39,12 +39,13 @@ def bio(sglang_tree, monkeypatch):
     return batch_invariant_ops
 
 
-def _tma_tile(bio, m, n, k, dtype=BF16, row_major=False, a_offset=0):
+def _tma_tile(bio, m, n, k, dtype=BF16, row_major=False, a_offset=0, out_dtype=None):
     """The rule's answer for A [m, k] (``a_offset`` elements into its storage) times the
-    [k, n] view of an [n, k] weight (a [k, n] row-major one with ``row_major``)."""
+    [k, n] view of an [n, k] weight (a [k, n] row-major one with ``row_major``), into an
+    output of ``out_dtype`` (default: the operands')."""
     a = torch.empty(m * k + a_offset, dtype=dtype)[a_offset:].view(m, k)
     b = torch.empty(k, n, dtype=dtype) if row_major else torch.empty(n, k, dtype=dtype).t()
-    return bio._few_rows_tma_tile(a, b, m, n, k)
+    return bio._few_rows_tma_tile(a, b, m, n, k, out_dtype or dtype)
 
 
 @pytest.mark.parametrize(
@@ -107,7 +108,7 @@ def test_a_row_stride_off_16_bytes_keeps_the_pointer_kernel(bio):
     for width, expected in ((6148, None), (6152, NARROWER)):
         a = torch.empty(256, width, dtype=BF16)[:, :6144]
         b = torch.empty(5120, 6144, dtype=BF16).t()
-        assert bio._few_rows_tma_tile(a, b, 256, 5120, 6144) == expected
+        assert bio._few_rows_tma_tile(a, b, 256, 5120, 6144, BF16) == expected
 
 
 def test_outputs_past_32_bit_offsets_keep_the_pointer_kernel(bio):
@@ -117,8 +118,38 @@ def test_outputs_past_32_bit_offsets_keep_the_pointer_kernel(bio):
     n = 2**31 // 200 + 1
     a = torch.empty(200, 5120, dtype=BF16)
     b = torch.empty(1, 5120, dtype=BF16).expand(n, 5120).t()
-    assert bio._few_rows_tma_tile(a, b, 200, n, 5120) is None
-    assert bio._few_rows_tma_tile(a[:193], b, 193, n, 5120) == VOCABULARY
+    assert bio._few_rows_tma_tile(a, b, 200, n, 5120, BF16) is None
+    assert bio._few_rows_tma_tile(a[:193], b, 193, n, 5120, BF16) == VOCABULARY
+
+
+def test_an_output_the_pointer_kernel_casts_through_fp16_keeps_it(bio):
+    """The TMA tile casts to the output's dtype, which is the pointer kernel's cast for
+    bf16, fp16 and fp32 outputs (an fp32 output of bf16 operands: torch.mm's out_dtype
+    overload) but not for others, which that kernel casts through fp16."""
+    assert _tma_tile(bio, 256, 5120, 17408, out_dtype=FP32) == NARROWER
+    assert _tma_tile(bio, 256, 5120, 17408, out_dtype=torch.float8_e5m2) is None
+
+
+@pytest.mark.parametrize("dtype", [BF16, FP16])
+def test_the_tma_tile_stores_the_pointer_kernels_bits(bio, dtype):
+    """At one tile, the TMA kernel and the pointer kernel add the same K chunks in the same
+    order and cast alike, so they store the same bits, bias included. (The interpreter
+    multiplies the TMA kernel's transposed weight tile in another order inside a chunk,
+    which can move an fp32 sum's last bit; a 2-byte output hides that here. On SM90 the
+    CUDA test compares every output dtype at every row count.)"""
+    out_dtype = dtype
+    gen = torch.Generator().manual_seed(7)
+    m, n, k = 20, 48, 160
+    a = torch.randn(m, k, generator=gen).to(dtype)
+    weight = torch.randn(n, k, generator=gen).to(dtype)
+    bias = torch.randn(n, generator=gen).to(dtype)
+    tma = bio._matmul_few_rows_tma(
+        a, weight.t(), torch.empty(m, n, dtype=out_dtype), bias, (16, 16, 32, 2, 2, False)
+    )
+    pointer = bio._matmul_few_rows_triton(
+        a, weight.t(), torch.empty(m, n, dtype=out_dtype), bias, (16, 16, 32, 2, 2)
+    )
+    assert torch.equal(tma, pointer)
 
 
 def test_the_switch_keeps_the_pointer_kernel(bio, monkeypatch):
@@ -171,7 +202,7 @@ def test_more_rows_than_the_few_rows_kernels_take_keep_the_persistent_kernel(bio
     assert bio._few_rows_tile(torch.empty(257, 17408, dtype=BF16), 257, 5120, 17408) is None
 
 
-REGISTERED = "test/registered/core/test_batch_invariant_mm_few_rows.py"
+REGISTERED = "test/registered/kernels/ops/gemm/test_batch_invariant_mm_few_rows.py"
 
 
 def test_the_cuda_test_runs_every_tma_tile_at_every_tma_row_count(bio, sglang_tree):

@@ -1,9 +1,9 @@
-"""Patch 0008: batch-invariant mode's few-rows GEMM, its tile rule and its kernel's plumbing.
+"""Patch 0009: batch-invariant mode's few-rows GEMM, its tile rule and its kernel's plumbing.
 
 The rule (``_few_rows_tile``) must never make the zero-padded K longer than the
 persistent kernel's (a longer one adds zero steps, which can turn a -0.0 sum into
 +0.0), must fit shared memory, and must leave GEMMs of more than FEW_ROWS_MAX_M rows
-to the persistent kernel. Its device gate (SM90, CUDA) is set here as 0007's test
+to the persistent kernel. Its device gate (SM90, CUDA) is set here as 0008's test
 sets its own, so the table can be checked on the CPU. The kernel runs under the
 Triton interpreter: its rows against float64, and no write past row M. That a row's
 bits equal the persistent kernel's at every M is the patch's CUDA test, on SM90.
@@ -48,7 +48,7 @@ def test_the_switch_keeps_the_persistent_kernel(bio, monkeypatch):
 
 @pytest.mark.parametrize(
     ("m", "n", "k", "tile"),
-    [  # the rule as 0008's commit message and docs state it, Qwen3.5-27B's shapes
+    [  # the rule as 0009's commit message and docs state it, Qwen3.5-27B's shapes
         (1, 16384, 5120, (16, 64, 128, 2, 4)),
         (4, 5120, 17408, (16, 64, 256, 4, 4)),
         (16, 5120, 6144, (16, 64, 256, 4, 4)),
@@ -83,7 +83,7 @@ def test_the_padded_k_is_the_persistent_kernels_and_shared_memory_fits(bio, dtyp
                 assert (bm + bn) * bk * dtype.itemsize * stages <= bio._SMEM_BUDGET
 
 
-REGISTERED = "test/registered/core/test_batch_invariant_mm_few_rows.py"
+REGISTERED = "test/registered/kernels/ops/gemm/test_batch_invariant_mm_few_rows.py"
 
 
 def _registered_lists(tree) -> tuple[list, list]:

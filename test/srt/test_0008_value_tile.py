@@ -1,4 +1,4 @@
-"""Patch 0007: packed decode's value-tile rule, as its commit message states it.
+"""Patch 0008: packed decode's value-tile rule, as its commit message states it.
 
 The rule narrows the tile only on SM90 (Hopper) with bf16 activations. Where bits
 are promised (--gdn-verify-exact-parity, whose decode and verify launch the steps

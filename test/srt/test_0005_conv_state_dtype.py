@@ -1,4 +1,4 @@
-"""Patch 0004: an fp32 conv pool with bf16 activations (SGLANG_MAMBA_CONV_DTYPE=float32).
+"""Patch 0005: an fp32 conv pool with bf16 activations (SGLANG_MAMBA_CONV_DTYPE=float32).
 
 1. The real ``GDNAttnBackend.forward_extend`` prefill branch that crashed with
    "Index put requires the source and destination dtypes match" (sglang#31719,
@@ -143,14 +143,10 @@ def test_fp32_conv_pool_slot_copy_and_clear(sglang_tree):
 
 
 def _registered_conv_test(tree):
-    """Patch 0004's registered CUDA test module, loaded from the tree."""
+    """Patch 0005's registered CUDA test module, loaded from the tree."""
     import importlib.util
 
-    path = (
-        tree
-        / "test/registered/unit/layers/attention/linear/kernels"
-        / "test_gdn_conv_state_dtype.py"
-    )
+    path = tree / "test/registered/kernels/ops/mamba/test_gdn_conv_state_dtype.py"
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -163,7 +159,7 @@ def test_multi_token_conv_update_equals_token_by_token(sglang_tree, state_dtype,
     """Verify's D-token conv equals decode's one-token convs for every dtype pair.
 
     The registered test's own comparison (bit patterns; its state holds values a bf16
-    state keeps and fp16 cannot), on CPU under the interpreter. Without patch 0004,
+    state keeps and fp16 cannot), on CPU under the interpreter. Without patch 0005,
     fp16 and fp32 states differ from step 1 on (verify multiplied earlier draft tokens
     in the activation dtype, decode read them back in the state's dtype), and fp16
     activations with a bf16 state differ in the windows (decode's shift rounded the
@@ -179,7 +175,7 @@ def test_multi_token_conv_update_equals_token_by_token(sglang_tree, state_dtype,
 
 def test_decode_keeps_bf16_state_values_with_fp16_activations(sglang_tree, series):
     """0.5.23's decode shifted a bf16 conv state through fp16 when the tokens were fp16:
-    1e5 became inf and 3.6e-7 an fp16 subnormal. With 0004 the kept values stay bf16."""
+    1e5 became inf and 3.6e-7 an fp16 subnormal. With 0005 the kept values stay bf16."""
     from gdn_parity.drift.run.variants import variant_named, variant_tree
 
     base = _load_kernel_module(variant_tree(series, variant_named("0.5.23")), "conv_0523_shift")
@@ -191,13 +187,13 @@ def test_decode_keeps_bf16_state_values_with_fp16_activations(sglang_tree, serie
     state = state.bfloat16()
     kept = state[0, :2, -1].clone()
     shifted = {}
-    for name, module in (("0.5.23", base), ("0004", patched)):
+    for name, module in (("0.5.23", base), ("0005", patched)):
         s = state.clone()
         module.causal_conv1d_update(
             x.clone(), s, weight, None, None, conv_state_indices=torch.tensor([0]).int()
         )
         shifted[name] = s[0, :2, -2]
-    assert torch.equal(shifted["0004"], kept)
+    assert torch.equal(shifted["0005"], kept)
     assert torch.isinf(shifted["0.5.23"][0]) and shifted["0.5.23"][1] != kept[1]
 
 
@@ -218,7 +214,7 @@ def test_one_token_update_equals_0523_for_fp16_activations_and_a_bf16_state(sgla
     the state holds values fp16 can represent (see the test above for those it cannot).
 
     SGLANG_MAMBA_CONV_DTYPE defaults to bfloat16 whatever the model dtype, so an fp16
-    model's decode convolves fp16 tokens against a bf16 window. Patch 0004 rounds a
+    model's decode convolves fp16 tokens against a bf16 window. Patch 0005 rounds a
     token to the state's dtype only where a later token of the same call reads it;
     the current token's own term stays fp16, as 0.5.23 computes it. (An earlier
     version of the patch rounded every token and changed this decode.)

@@ -1,4 +1,4 @@
-"""Patch 0003, --gdn-verify-exact-parity under the Triton interpreter: the invariant.
+"""Patch 0004, --gdn-verify-exact-parity under the Triton interpreter: the invariant.
 
 The kernel:
 For every request and draft step t, the parity verify's output row and its state
@@ -6,7 +6,7 @@ snapshot for step t equal what packed decode produces and stores when the same
 rows are fed one token at a time from the committed state. After the real
 commit of any accepted length, the persistent state equals Base decode's, and
 the next round continues from it. (sglang's scatter kernel refuses CPU tensors,
-so the commit here is the same byte copy in torch; the CUDA test in patch 0003
+so the commit here is the same byte copy in torch; the CUDA test in patch 0004
 and benchmark/gpu/verify_parity.py commit through the real kernel.)
 
 The backend: the real ``GDNAttnBackend.forward_extend`` target-verify branch, with

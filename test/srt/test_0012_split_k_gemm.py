@@ -1,11 +1,14 @@
-"""Patch 0011: batch-invariant mode's split-K GEMM for narrow weights, its plan and its
+"""Patch 0012: batch-invariant mode's split-K GEMM for narrow weights, its plan and its
 kernels' plumbing.
 
 A row stays batch-invariant only if the split does not follow the row count: the plan's
 K_PER_SPLIT must depend on K alone, every K chunk a tile can pick must divide it (so
 each split runs the same zero-padded K whatever the tile), and the plan must cover the
-weights the patch names and no others. The device gate (SM90, CUDA) is set here as
-0008's test sets it, so the plan can be checked on the CPU. The kernels run under the
+weights the patch names and no others. The split-K is opt-in
+(``SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_SPLIT_K``, off by default: switching it on
+changes those layers' bits once); the tests below switch it on, after one checks the
+default. The device gate (SM90, CUDA) is set here as 0009's test sets it, so the plan
+can be checked on the CPU. The kernels run under the
 Triton interpreter: the product against float64, the bias, a row-major weight, and no
 write past row M. That the rows are the same at every M on a GPU is the patch's CUDA
 test, on SM90.
@@ -24,15 +27,32 @@ ROWS = list(range(1, 513)) + [1024, 1500, 2048, 4096, 8192]
 
 
 @pytest.fixture
-def bio(sglang_tree, monkeypatch):
+def bio_default(sglang_tree, monkeypatch):
+    """The module on a stand-in SM90, its switches as the environment left them."""
     from sglang.srt.batch_invariant_ops import batch_invariant_ops
 
     monkeypatch.setattr(batch_invariant_ops, "_few_rows_device", lambda a: True)
     return batch_invariant_ops
 
 
+@pytest.fixture
+def bio(bio_default, monkeypatch):
+    """The same, the split-K switched on."""
+    monkeypatch.setattr(bio_default, "_ENABLE_MM_SPLIT_K", True)
+    return bio_default
+
+
 def _plan(bio, m, n, k, dtype=BF16):
     return bio._split_k_plan(torch.empty(1, k, dtype=dtype), m, n, k)
+
+
+def test_the_split_k_is_opt_in(bio_default, monkeypatch):
+    from sglang.srt.environ import envs
+
+    monkeypatch.delenv("SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_SPLIT_K", raising=False)
+    assert envs.SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_SPLIT_K.get() is False
+    assert bio_default._ENABLE_MM_SPLIT_K is False
+    assert _plan(bio_default, 1, 96, 5120) is None
 
 
 def test_the_plan_covers_narrow_weights_with_a_long_k_only(bio, monkeypatch):
@@ -69,7 +89,7 @@ def test_the_gemm_takes_the_split_before_the_few_rows_kernel(bio, monkeypatch):
     assert calls == ["split", "split", "few"]
 
 
-REGISTERED = "test/registered/core/test_batch_invariant_mm_split_k.py"
+REGISTERED = "test/registered/kernels/ops/gemm/test_batch_invariant_mm_split_k.py"
 
 
 def _registered_lists(tree) -> dict[str, list]:
