@@ -218,16 +218,6 @@ def time_kernel(run: Callable, a: torch.Tensor, weights: list[torch.Tensor], rep
     with torch.cuda.graph(graph):
         for w in weights:
             run(a, w)
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(True), torch.cuda.Event(True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / len(weights))
-    samples.sort()
+    samples = sorted(replay_samples(graph, len(weights), replays))
     q = statistics.quantiles(samples, n=10, method="inclusive")
     return {"median_us": statistics.median(samples), "p10_us": q[0], "p90_us": q[-1]}
