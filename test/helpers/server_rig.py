@@ -71,7 +71,8 @@ class Rig:
         draft = self.root / f"draft-g{gamma}"
         if not draft.exists():
             draft.mkdir()
-            (draft / "config.json").write_text(json.dumps({"block_size": gamma}))
+            config = {"architectures": ["Qwen3DSparkModel"], "block_size": gamma}
+            (draft / "config.json").write_text(json.dumps(config))
         return draft
 
     def server(self, mode: str = "base", gamma: int = 1, **keys) -> dict:

@@ -7,12 +7,15 @@ import copy
 import dataclasses
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
 from gdn_parity.realserver.plan import EXAMPLE, PlanError, check_paths, load_plan
 from helpers.cli import assert_refused
 from helpers.server_rig import toml
+
+PLANS = Path(__file__).resolve().parents[2] / "benchmark" / "gpu" / "server" / "plans"
 
 
 def _good() -> dict:
@@ -87,7 +90,7 @@ BAD = [
     (_set("servers.base.trace", True), "servers.base.trace: needs cuda_graphs = false"),
     (_set("common.env", {"N": 1}), 'common.env.N: must be a string: write N = "1"'),
     (_set("servers.base.env", {"SGLANG_GDN_STATE_TRACE": "/x"}), "set trace = true"),
-    (_set("servers.base.tree", "${NOPE}/t"), "servers.base.tree: ${NOPE} is not set (pass --set"),
+    (_set("servers.base.tree", "${NOPE}/t"), "${NOPE} not set (pass --set NOPE=..., or export"),
     (_set("servers.base.start_timeout", -1), "must be a number of seconds above 0"),
     (_set("comparisons.c.prompt_len", 0), "comparisons.c.prompt_len: must be an integer of at"),
     (_set("comparisons.c.prompt_vocab", 1), "comparisons.c.prompt_vocab: must be an integer of"),
@@ -152,11 +155,13 @@ def _real(rig) -> dict:
         (_set("servers.base.tree", "/nonexistent"), "/nonexistent is not an sglang tree"),
         (_set("servers.base.model", "/nonexistent"), "/nonexistent holds no config.json"),
         (_set("python", "/nonexistent/python"), "python: /nonexistent/python is not an execut"),
+        (_set("servers.spec.draft", "{model}"), "name no DSpark draft (a target directory"),
     ],
 )
 def test_a_run_checks_its_paths_before_anything_starts(rig, change, fragment):
     data = _real(rig)
     change(data)
+    data["servers"]["spec"]["draft"] = data["servers"]["spec"]["draft"].format(model=rig.model)
     path = rig.root / "plan.toml"
     path.write_text(toml(data))
     with pytest.raises(PlanError, match=fragment.replace("(", r"\(")):
@@ -208,3 +213,14 @@ def test_the_documented_example_is_a_plan_and_states_the_defaults(tmp_path):
         bare / "plan.toml", given, {}
     )
     assert [s.mode for s in plan.servers.values()] == ["base", "dspark"]
+
+
+def test_every_unset_variable_is_named_at_once(tmp_path):
+    path = tmp_path / "plan.toml"
+    path.write_text((PLANS / "reporter-diagnostic.toml").read_text())
+    with pytest.raises(PlanError) as refused:
+        load_plan(path, {"TREE_0523": "/t"}, {})
+    message = str(refused.value)
+    for name in ("SERVER_PYTHON", "TREE_SERIES", "MODEL_DIR", "DRAFT"):
+        assert f"${{{name}}}" in message and f"--set {name}=..." in message
+    assert "TREE_0523" not in message

@@ -201,6 +201,7 @@ def test_a_server_that_fails_at_start_is_reported_with_its_log_tail(rig):
     assert results["servers"][0]["log_tail"] == tail
     md = (rig.out / "results.md").read_text()
     assert "RuntimeError: fake start failure" in md and "not run: server broken" in md
+    assert "Every step ran, but broken failed (see Server starts)." in md
     assert rig.wait_gone(0) == []
 
 

@@ -628,7 +628,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "harness's default SSM pool; the config says float32, as Qwen3.5's); after "
         "--no-weights, add --load-format dummy. A DSpark server adds --speculative-algorithm "
         "DSPARK --speculative-draft-model-path OUT/draft --speculative-draft-load-format dummy "
-        "--speculative-num-draft-tokens GAMMA+1. OUT must not exist, or be an empty directory. "
+        "--speculative-dspark-block-size GAMMA. OUT must not exist, or be an empty directory. "
         "Everything is written beside it and renamed into place: a failure or an interrupt "
         "leaves nothing. 2 on bad input.",
     )
@@ -644,7 +644,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         type=draft_gamma,
         default=3,
         help=f"the draft's block_size, the tokens it drafts per step (1 to {MAX_DRAFT_BLOCK}; 3); "
-        "the server's --speculative-num-draft-tokens (gamma + 1) overrides it",
+        "the server's --speculative-dspark-block-size overrides it",
     )
     p.add_argument(
         "--device",

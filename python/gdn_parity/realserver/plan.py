@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gdn_parity.errors import GdnParityError
-from gdn_parity.realserver.variables import expand
+from gdn_parity.realserver.variables import expand, unset_names
 
 EXAMPLE = """
 python = "${SERVER_PYTHON}"   # the interpreter that runs the servers
@@ -181,6 +181,11 @@ def load_plan(
         raise PlanError(f"{path} is not a text file, so not a TOML plan") from exc
     except tomllib.TOMLDecodeError as exc:
         raise PlanError(f"{path} is not valid TOML: {exc}") from exc
+    unset = unset_names(data, given, environ)
+    if unset:
+        names = ", ".join(f"${{{n}}}" for n in unset)
+        sets = " ".join(f"--set {n}=..." for n in unset)
+        raise PlanError(f"{path}: {names} not set (pass {sets}, or export them)")
     return _Reader(path, given, environ).plan(data)
 
 
@@ -437,5 +442,10 @@ def check_paths(plan: RunPlan) -> Path:
             raise PlanError(f"{where}.tree: {server.tree} is not an sglang tree (no python/sglang)")
         _config(server.model, f"{where}.model")
         if server.draft is not None:
-            _config(server.draft, f"{where}.draft")
+            names = _config(server.draft, f"{where}.draft").get("architectures") or []
+            if not any("DSpark" in str(name) for name in names):
+                raise PlanError(
+                    f"{where}.draft: {server.draft}/config.json's architectures {names} name no "
+                    "DSpark draft (a target directory given as the draft?)"
+                )
     return python

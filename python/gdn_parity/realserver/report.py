@@ -116,16 +116,17 @@ def summary(results: RunResults) -> list[str]:
     """The page's title, what ran and its table: what the verb prints."""
     status = results.exit_status()
     problem = results.problem()
+    failed = [s.label for s in results.servers if s.failure]
+    if not results.complete:
+        how = f"The run stopped early: {results.interrupted}."
+    elif failed:
+        how = f"Every step ran, but {', '.join(failed)} failed (see Server starts)."
+    else:
+        how = "Every step ran."
     lines = [
         "# Base against DSpark on real sglang servers",
         "",
-        f"Plan: `{results.plan}`. "
-        + (
-            "The run completed."
-            if results.complete
-            else f"The run stopped early: {results.interrupted}."
-        )
-        + f" Exit status {status}: {STATUS.get(status, problem)}.",
+        f"Plan: `{results.plan}`. {how} Exit status {status}: {STATUS.get(status, problem)}.",
         "",
         "Every request's output tokens are compared (greedy, `ignore_eos`); distinct tokens "
         "count Base's output ids; GDN states compare the speculative server's trace with "

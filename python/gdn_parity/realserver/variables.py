@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from gdn_parity.errors import GdnParityError
 
@@ -34,3 +35,22 @@ def expand(text: str, where: str, given: Mapping[str, str], environ: Mapping[str
         )
 
     return REFERENCE.sub(value, text)
+
+
+def unset_names(data: Any, given: Mapping[str, str], environ: Mapping[str, str]) -> list[str]:
+    """Every ``${NAME}`` in the strings of ``data`` (a parsed plan) that is set nowhere, in
+    order of first use: a plan with several unset names is refused naming all of them."""
+    names: list[str] = []
+
+    def visit(value: Any) -> None:
+        if isinstance(value, str):
+            names.extend(REFERENCE.findall(value))
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+        elif isinstance(value, list):
+            for item in value:
+                visit(item)
+
+    visit(data)
+    return [n for n in dict.fromkeys(names) if n not in given and n not in environ]

@@ -24,8 +24,8 @@ not its quality:
   ``vanilla``); fewer on a target too shallow for 5 distinct capture layers;
 - ``target_layer_ids`` are spread from the second layer to the third from last, one per draft
   layer, as DFlash picks them when a draft names none (the middle layer for a one-layer draft);
-- ``block_size`` is γ; the server's ``--speculative-num-draft-tokens`` is γ + 1, and wins over
-  ``block_size`` where they differ (with a warning);
+- ``block_size`` is γ; the server's ``--speculative-dspark-block-size`` overrides it (a
+  ``--speculative-num-draft-tokens`` other than ``block_size`` + 1 is refused at start-up);
 - ``mask_token_id`` is the vocabulary's last row, which no tokenizer id reaches;
 - ``markov_rank`` 256 with a ``vanilla`` head (that draft's);
 - no confidence head (``enable_confidence_head`` false): sglang builds one only outside
