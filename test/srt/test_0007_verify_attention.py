@@ -173,14 +173,22 @@ def test_kernel_rows_and_partials_are_decodes(sglang_tree, name):
     assert lse.isnan().any() and not lse[:, :, 0].isnan().any()  # the case has empty splits
 
 
-def test_another_block_size_is_not_decodes(sglang_tree, monkeypatch):
+def _partials_differ(rows) -> bool:
+    (_, logits, lse), (_, v_logits, v_lse) = rows
+    return not (_bitwise(v_logits, logits) and _bitwise(v_lse, lse))
+
+
+@pytest.mark.parametrize("name", ["gqa-across-split-changes", "mha-across-split-changes"])
+def test_another_block_size_is_not_decodes(sglang_tree, monkeypatch, name):
     """Control: the bitwise comparison sees a change of the block order inside a
-    split (blocks of 16 tokens instead of decode's 32)."""
+    split (blocks of half decode's size)."""
     from sglang.kernels.ops.attention import verify_decode_attention as kernel
 
     monkeypatch.setattr(kernel, "_GROUPED_BLOCK_N", 16)
-    (out, _, _), (v_out, _, _) = _kernel_rows(KERNEL_CASES["gqa-across-split-changes"])
-    assert not torch.equal(v_out, out)
+    monkeypatch.setattr(kernel, "_NORMAL_BLOCK_N", 32)
+    rows = _kernel_rows(KERNEL_CASES[name])
+    assert _partials_differ(rows)
+    (out, _, _), (v_out, _, _) = rows
     torch.testing.assert_close(v_out, out, atol=2e-2, rtol=2e-2)  # the same attention
 
 
@@ -193,14 +201,14 @@ def _one_group_row_split(row_kv_indptr, num_kv_splits, row, MIN_BLOCK_KV: tl.con
     return kv_len, per_split, 0
 
 
-def test_the_longest_rows_split_length_is_not_decodes(sglang_tree, monkeypatch):
+@pytest.mark.parametrize("name", ["gqa-across-split-changes", "mha-across-split-changes"])
+def test_the_longest_rows_split_length_is_not_decodes(sglang_tree, monkeypatch, name):
     """Control: every row of a request in one group, split at the longest row's
     split length (ignoring where decode's split length changes), differs."""
     from sglang.kernels.ops.attention import verify_decode_attention as kernel
 
     monkeypatch.setattr(kernel, "_row_split", _one_group_row_split)
-    (out, _, _), (v_out, _, _) = _kernel_rows(KERNEL_CASES["gqa-across-split-changes"])
-    assert not torch.equal(v_out, out)
+    assert _partials_differ(_kernel_rows(KERNEL_CASES[name]))
 
 
 def test_split_group_keys_are_decodes_split_lengths(sglang_tree):
@@ -328,6 +336,38 @@ def test_eager_launches_of_whole_requests_equal_decode(case):
     assert backend.forward_metadata.attn_logits.shape[0] == W
     assert len(launches) == 2 * len(PREFIX)
     assert torch.equal(out, _base_decode(case))
+
+
+@pytest.mark.parametrize("read_kv_once", [True, False])
+def test_launches_of_whole_requests_take_their_rows_of_a_score_mods_aux(case, read_kv_once):
+    """A score_mod's aux tensor has a row per verify token, and its kernels index it by
+    the launch's rows: each launch of a request gets that request's aux rows, as decode
+    of each token gets the token's."""
+    from sglang.kernels.ops.attention.score_mod import relative_bias_score_mod
+
+    slots, k, v, q = case
+    aux = torch.randn(len(PREFIX) * W, S.heads, 8, generator=torch.Generator().manual_seed(8))
+    score = dict(score_mod=relative_bias_score_mod)
+    decode_backend = make_backend(S, num_tokens_per_req=W, verify_as_decode=True)
+    _fill_cache(decode_backend, slots, k, v)
+    rows = torch.empty(len(PREFIX), W, S.heads * S.dim, dtype=torch.bfloat16)
+    for j in range(W):
+        seq_lens = PREFIX + j + 1
+        fb = decode_batch(REQ_ROWS, seq_lens, slots[torch.arange(len(PREFIX)), seq_lens.long() - 1])
+        decode_backend.init_forward_metadata(fb)
+        rows[:, j] = decode_backend.forward_decode(
+            q[:, j], None, None, make_layer(S), fb, save_kv_cache=False,
+            aux_tensors=[aux.view(len(PREFIX), W, S.heads, 8)[:, j]], **score,
+        )  # fmt: skip
+    backend = _verify_backend(case, verify_as_decode=True, read_kv_once=read_kv_once)
+    backend.verify_as_decode_chunk_rows = W + 1  # one request's rows per launch
+    fb = verify_batch(REQ_ROWS, PREFIX, _draft_locs(slots), W)
+    backend.init_forward_metadata(fb)
+    out = backend.forward_extend(
+        q.reshape(-1, S.heads * S.dim), None, None, make_layer(S), fb, save_kv_cache=False,
+        aux_tensors=[aux], **score,
+    )  # fmt: skip
+    assert torch.equal(out, rows.reshape(-1, S.heads * S.dim))
 
 
 def test_graph_path_with_padded_rows_equals_decode(case):
@@ -625,7 +665,7 @@ def test_registered_backend_test_passes_on_cpu(sglang_tree):
             "TestTritonVerifyAsDecode": {
                 "DEVICE": "cpu",
                 "CONTEXT_LEN": 336,
-                "LENGTHS": [1, 250, 254, 256, 316, 320],
+                "LENGTHS": [1, 250, 255, 256, 316, 319],
                 "SHAPES": [[4, 2, 16, 3], [2, 2, 16, 2]],
                 "DRAFT_COUNTS": [1, 4, 8],
                 "GRAPH_PADDING": 2,
