@@ -4,7 +4,7 @@ The backend, its layer and its forward batches come from
 ``gdn_parity.drift.model.server.backends`` (which sets every attribute
 ``__init__`` would derive, without a ModelRunner), for a one-attention-layer
 model of ``AttnShape``'s geometry under deterministic inference. A test picks
-the verify path it studies with ``verify_as_decode``.
+the verify path it studies with ``verify_as_decode`` and ``read_kv_once``.
 """
 
 from __future__ import annotations
@@ -47,13 +47,16 @@ def make_backend(
     *,
     num_tokens_per_req: int,
     verify_as_decode: bool,
+    read_kv_once: bool = True,
     kv_dtype: torch.dtype = torch.bfloat16,
     page_size: int = 1,
 ):
     """A TritonAttnBackend for the target model under deterministic inference.
 
     ``verify_as_decode`` True is what ``__init__`` derives for a speculative target
-    in a tree with patch 0007; False is the backend's previous verify path. The KV
+    in a tree with patch 0007; False is the backend's previous verify path. Its rows
+    run in the one-read kernel (``__init__``'s choice on CUDA over a plain pool), or
+    with ``read_kv_once`` False one decode row each (ROCm, a translating pool). The KV
     pool holds ``kv_dtype`` (``torch.float8_e4m3fn``: sglang's FP8 E4M3 KV cache) in
     pages of ``page_size`` tokens, read through a translator of that page size.
     """
@@ -92,6 +95,7 @@ def make_backend(
         )
         backend.page_size = page_size
     backend.verify_as_decode = verify_as_decode
+    backend.verify_rows_read_kv_once = verify_as_decode and read_kv_once
     return backend
 
 

@@ -1,37 +1,37 @@
 """Patch 0007: deterministic TARGET_VERIFY on the Triton backend equals Base decode, bitwise.
 
-The real ``TritonAttnBackend`` (``triton_attn_rig``: no ``__init__``, real pool,
-translator and kernels) computes, through its own ``init_forward_metadata``
-and ``forward_decode``, what Base decode produces at every position of a
-request, one token at a time. The same positions are then verified in one
-TARGET_VERIFY forward through ``forward_extend``: eagerly (in one launch, and in
-launches of two rows), and through the CUDA-graph metadata path
-(``init_cuda_graph_state`` then ``init_forward_metadata_out_graph``) with the
-batch padded as a graph pads it. Every verify row must equal decode's row
-bitwise. The backend's previous verify path (the unified extend kernel) is the
-negative control.
+Verify token ``j`` of a request with ``L`` committed tokens is the decode row at KV
+length ``L + j + 1``. ``verify_decode_attention_fwd`` computes a request's rows in
+one stage-1 kernel that reads each KV block once, then decode's own stage 2.
 
-The rows' KV ids are built once per forward, from ``req_to_token`` (where the
-draft step has put the drafts' slots), into the metadata's ``kv_indices``; under
-CUDA graphs that is the existing ``cuda_graph_kv_indices``, so the route adds
-no index buffer of ``max_num_tokens x context_len``.
+Under the Triton interpreter (a control of the arithmetic order, not GPU evidence):
 
-What a row passes to the decode kernel besides its KV ids (an FP8 KV pool's
-scales, attention sinks, the pool's page size) is checked on the rows and on the
-kernel launches themselves (``helpers.launches``): verify must launch decode's
-kernels with decode's compile-time arguments, the binary decode runs.
-
-The patch's registered CUDA test, which builds the backend with its own
-``__init__`` from sglang's attention test kit, runs here too, in an interpreter
-of its own (the kit changes process-wide state), under the Triton interpreter at
-tiny shapes (without graph capture: its CUDA-graph case runs the captured forward
-again over the replay metadata).
+- the kernel against ``decode_attention_fwd`` on the same KV cache, rows and split
+  counts: the outputs, and every split's partial (``attn_logits``, ``attn_lse``),
+  bitwise, with the splits decode leaves unwritten unwritten; GQA and MHA, lengths
+  below, on and across decode's split-length changes (two split tiles), 2 to 9
+  rows per request, FP8 KV with scales, 16-token pages, sinks, a logit cap, the
+  xAI temperature and a score_mod. Two kernels changed on purpose (another block
+  size, the longest row's split length for every row) differ from decode;
+- ``split_group_keys`` and ``max_split_groups`` against split lengths derived by hand;
+- the real ``TritonAttnBackend`` (``triton_attn_rig``): Base decode, one token at a
+  time through ``forward_decode``, against one TARGET_VERIFY forward, eagerly (in
+  one launch and in launches of whole requests) and through the CUDA-graph
+  metadata path with padded requests; what verify allocates (nothing sized by the
+  context) and launches (decode's compile-time arguments); the per-row decode
+  launches that ROCm and translating pools keep; the opt-out;
+- the patch's registered CUDA test, at tiny shapes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 import torch
+import triton
+import triton.language as tl
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.launches import recorded_launches
 from helpers.registered import run_registered
@@ -42,6 +42,199 @@ W = 3  # verify tokens per request (2 drafts + the bonus row)
 # Committed lengths: one short, one whose verify rows cross the first split tile.
 PREFIX = torch.tensor([37, 254], dtype=torch.int32)
 REQ_ROWS = torch.tensor([3, 1], dtype=torch.int64)
+
+
+# --- the kernel against decode's ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelCase:
+    heads: int
+    kv_heads: int
+    prefix: tuple[int, ...]
+    rows: int  # verify tokens per request
+    split_tile: int = 256  # decode's splits: ceil(n / split_tile)
+    dim: int = 16
+    kv_dtype: torch.dtype = torch.bfloat16
+    page_size: int = 1
+    logit_cap: float = 0.0
+    sinks: bool = False
+    xai_temperature_len: int = -1
+    score_mod: bool = False
+
+
+GQA, MHA = (4, 2), (2, 2)
+# Split tile 128: a row of n tokens has one split up to 128 tokens, then splits of
+# 96 (from 129), 128 (193), 96 (257), 128 (289), and of 128 from 289 on.
+ACROSS_128 = (1, 17, 126, 127, 128, 190, 191, 192, 254, 255, 256, 286, 287, 288)
+KERNEL_CASES = {
+    "gqa-across-split-changes": KernelCase(*GQA, ACROSS_128, 3, split_tile=128),
+    "mha-across-split-changes": KernelCase(*MHA, ACROSS_128, 3, split_tile=128),
+    "gqa-9-rows": KernelCase(*GQA, (120, 185, 250, 281), 9, split_tile=128),
+    "mha-9-rows": KernelCase(*MHA, (120, 185, 250, 281), 9, split_tile=128),
+    "gqa-2-rows-default-tile": KernelCase(*GQA, (254, 255, 318, 319), 2),
+    # A kv group wider than the grouped kernel's 16-head tile: two tiles per KV head.
+    "gqa-two-head-tiles": KernelCase(40, 2, (126, 191), 3, split_tile=128),
+    "gqa-fp8-paged-sinks-cap": KernelCase(
+        *GQA, (126, 191), 3, split_tile=128, kv_dtype=torch.float8_e4m3fn,
+        page_size=16, logit_cap=5.0, sinks=True,
+    ),
+    "mha-fp8-paged-sinks-cap": KernelCase(
+        *MHA, (126, 191), 3, split_tile=128, kv_dtype=torch.float8_e4m3fn,
+        page_size=16, logit_cap=5.0, sinks=True,
+    ),
+    "mha-xai-temperature": KernelCase(*MHA, (126, 191), 3, split_tile=128, xai_temperature_len=64),
+    "gqa-score-mod": KernelCase(*GQA, (126, 191), 3, split_tile=128, score_mod=True),
+}  # fmt: skip
+
+
+def _kernel_rows(c: KernelCase, verify=None, split_groups: int | None = None):
+    """Decode's rows and partials, and the one-read kernel's (``verify``: the
+    launcher, the tree's by default), on one cache: ((out, logits, lse), (...))."""
+    from sglang.kernels.ops.attention.decode_attention import decode_attention_fwd
+    from sglang.kernels.ops.attention.score_mod import relative_bias_score_mod
+    from sglang.kernels.ops.attention.verify_decode_attention import (
+        max_split_groups,
+        verify_decode_attention_fwd,
+    )
+
+    verify = verify or verify_decode_attention_fwd
+    gen = torch.Generator().manual_seed(sum(c.prefix) + c.rows)
+    n_req, context = len(c.prefix), max(c.prefix) + c.rows
+    slots = n_req * context + c.page_size
+    k_buf = torch.randn(slots + c.page_size, c.kv_heads, c.dim, generator=gen)
+    v_buf = torch.randn(slots + c.page_size, c.kv_heads, c.dim, generator=gen)
+    k_buf, v_buf = k_buf.to(c.kv_dtype), v_buf.to(c.kv_dtype)
+    # Each request's slots: whole pages, scattered, slot 0 left out.
+    per_req = -(-context // c.page_size)
+    pages = torch.randperm(slots // c.page_size, generator=gen)[: n_req * per_req]
+    ids = ((pages[:, None] + 1) * c.page_size + torch.arange(c.page_size)).view(n_req, -1)
+    req_to_token = torch.zeros(n_req + 2, context, dtype=torch.int32)
+    req_pool_indices = torch.arange(n_req, 0, -1)  # out of table order
+    req_to_token[req_pool_indices] = ids[:, :context].int()
+    lens = (torch.tensor(c.prefix)[:, None] + torch.arange(1, c.rows + 1)).reshape(-1)
+    rows = len(lens)
+    indptr = torch.zeros(rows + 1, dtype=torch.int32)
+    indptr[1:] = torch.cumsum(lens, 0)
+    splits = ((lens + c.split_tile - 1) // c.split_tile).int()
+    max_splits = int(splits.max())
+    q = (4 * torch.randn(rows, c.heads, c.dim, generator=gen)).bfloat16()
+    sinks = torch.linspace(-1.0, 2.0, c.heads).bfloat16() if c.sinks else None
+    score = {}
+    if c.score_mod:
+        aux = torch.randn(rows, c.heads, 8, generator=gen)
+        score = dict(score_mod=relative_bias_score_mod, aux_tensors=[aux])
+    common = dict(
+        logit_cap=c.logit_cap,
+        sinks=sinks,
+        xai_temperature_len=c.xai_temperature_len,
+        page_size=c.page_size,
+        **score,
+    )
+
+    def buffers():
+        out = torch.full((rows, c.heads, c.dim), float("nan")).bfloat16()
+        logits = torch.full((rows, c.heads, max_splits, c.dim), float("nan"))
+        return out, logits, torch.full((rows, c.heads, max_splits), float("nan"))
+
+    # Decode: each row a decode row over its own ids, plain torch's CSR of them.
+    table_rows = req_to_token[req_pool_indices.repeat_interleave(c.rows)]
+    kv_indices = torch.cat([table_rows[r, : int(lens[r])].long() for r in range(rows)])
+    decode = buffers()
+    decode_attention_fwd(
+        q, k_buf, v_buf, decode[0], indptr, kv_indices, decode[1], decode[2], splits,
+        max_splits, c.dim**-0.5, 0.75, 1.5, enable_lean=False, **common,
+    )  # fmt: skip
+    groups = split_groups or max_split_groups(
+        lambda n: (n + c.split_tile - 1) // c.split_tile, context, c.rows
+    )
+    rows_out = buffers()
+    verify(
+        q, k_buf, v_buf, rows_out[0], req_to_token, req_pool_indices, indptr, splits,
+        rows_out[1], rows_out[2], max_splits, c.rows, groups, c.dim**-0.5, 0.75, 1.5,
+        **common,
+    )  # fmt: skip
+    return decode, rows_out
+
+
+def _bitwise(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal bits, NaN (an unwritten split) where the other is NaN."""
+    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+
+
+@pytest.mark.parametrize("name", list(KERNEL_CASES))
+def test_kernel_rows_and_partials_are_decodes(sglang_tree, name):
+    """Every row's output, and each of its splits' partials, bitwise decode's; a
+    split decode does not have for a row (a longer row's) is not written for it."""
+    (out, logits, lse), (v_out, v_logits, v_lse) = _kernel_rows(KERNEL_CASES[name])
+    assert torch.equal(v_out, out)
+    assert _bitwise(v_lse, lse)
+    assert _bitwise(v_logits, logits)
+    assert lse.isnan().any() and not lse[:, :, 0].isnan().any()  # the case has empty splits
+
+
+def _partials_differ(rows) -> bool:
+    (_, logits, lse), (_, v_logits, v_lse) = rows
+    return not (_bitwise(v_logits, logits) and _bitwise(v_lse, lse))
+
+
+@pytest.mark.parametrize("name", ["gqa-across-split-changes", "mha-across-split-changes"])
+def test_another_block_size_is_not_decodes(sglang_tree, monkeypatch, name):
+    """Control: the bitwise comparison sees a change of the block order inside a
+    split (blocks of half decode's size)."""
+    from sglang.kernels.ops.attention import verify_decode_attention as kernel
+
+    monkeypatch.setattr(kernel, "_GROUPED_BLOCK_N", 16)
+    monkeypatch.setattr(kernel, "_NORMAL_BLOCK_N", 32)
+    rows = _kernel_rows(KERNEL_CASES[name])
+    assert _partials_differ(rows)
+    (out, _, _), (v_out, _, _) = rows
+    torch.testing.assert_close(v_out, out, atol=2e-2, rtol=2e-2)  # the same attention
+
+
+@triton.jit
+def _one_group_row_split(row_kv_indptr, num_kv_splits, row, MIN_BLOCK_KV: tl.constexpr):
+    """The kernel's ``_row_split`` with one group key for every row."""
+    kv_len = tl.load(row_kv_indptr + row + 1) - tl.load(row_kv_indptr + row)
+    kv_splits = tl.load(num_kv_splits + row)
+    per_split = tl.cdiv(tl.cdiv(kv_len, kv_splits), MIN_BLOCK_KV) * MIN_BLOCK_KV
+    return kv_len, per_split, 0
+
+
+@pytest.mark.parametrize("name", ["gqa-across-split-changes", "mha-across-split-changes"])
+def test_the_longest_rows_split_length_is_not_decodes(sglang_tree, monkeypatch, name):
+    """Control: every row of a request in one group, split at the longest row's
+    split length (ignoring where decode's split length changes), differs."""
+    from sglang.kernels.ops.attention import verify_decode_attention as kernel
+
+    monkeypatch.setattr(kernel, "_row_split", _one_group_row_split)
+    assert _partials_differ(_kernel_rows(KERNEL_CASES[name]))
+
+
+def test_split_group_keys_are_decodes_split_lengths(sglang_tree):
+    """Decode's split length at the default tile (256), derived by hand: one split
+    up to 256 tokens (key 0), then ceil32(ceil(n / ceil(n / 256)))."""
+    from sglang.kernels.ops.attention.verify_decode_attention import split_group_keys
+
+    hand = {1: 0, 256: 0, 257: 160, 320: 160, 321: 192, 384: 192, 385: 224, 449: 256,
+            512: 256, 513: 192, 1536: 256, 1537: 224, 1568: 224, 1569: 256, 4096: 256}  # fmt: skip
+    n = torch.tensor(list(hand))
+    assert split_group_keys(n, (n + 255) // 256).tolist() == list(hand.values())
+
+
+@pytest.mark.parametrize(
+    ("rows", "groups"),
+    # Change points of the default tile's split length 64 apart or more, except
+    # 1537 (224) and 1569 (256): 34 rows from 1536 hold 256, 224 and 256.
+    [(1, 1), (2, 2), (9, 2), (33, 2), (34, 3)],
+)
+def test_split_groups_per_request(sglang_tree, rows, groups):
+    from sglang.kernels.ops.attention.verify_decode_attention import max_split_groups
+
+    assert max_split_groups(lambda n: (n + 255) // 256, 4096, rows) == groups
+
+
+# --- the backend: verify against decode ---------------------------------------
 
 
 @pytest.fixture
@@ -57,12 +250,12 @@ def case(sglang_tree):
     return slots, k, v, q
 
 
-def _fill_cache(backend, slots, k, v):
+def _fill_cache(backend, slots, k, v, prefix=PREFIX):
     """The cache as a verify step sees it: prefix and draft K/V written, and the
     drafts' slots in ``req_to_token`` after the prefix, where the draft step puts them."""
     kbuf, vbuf = backend.token_to_kv_pool.get_kv_buffer(0)
     for i, row in enumerate(REQ_ROWS):
-        length = int(PREFIX[i]) + W
+        length = int(prefix[i]) + W
         backend.req_to_token[row, :length] = slots[i, :length].int()
         kbuf[slots[i, :length]] = k[i, :length]
         vbuf[slots[i, :length]] = v[i, :length]
@@ -84,43 +277,105 @@ def _base_decode(case) -> torch.Tensor:
     return rows.reshape(-1, S.heads * S.dim)
 
 
-def _draft_locs(slots: torch.Tensor) -> torch.Tensor:
-    return torch.cat([slots[i, int(p) : int(p) + W] for i, p in enumerate(PREFIX)])
+def _draft_locs(slots: torch.Tensor, prefix=PREFIX) -> torch.Tensor:
+    return torch.cat([slots[i, int(p) : int(p) + W] for i, p in enumerate(prefix)])
 
 
-def _row_ids(req_to_token, req_rows, prefix) -> torch.Tensor:
-    """Plain torch: row (i, j) is the first prefix[i] + j + 1 ids of request i's table row."""
-    return torch.cat(
-        [
-            req_to_token[int(r), : int(p) + j + 1].long()
-            for r, p in zip(req_rows, prefix, strict=True)
-            for j in range(W)
-        ]
-    )
-
-
-def _verify_backend(case, verify_as_decode: bool):
+def _verify_backend(case, verify_as_decode: bool, read_kv_once: bool = True, prefix=PREFIX):
     slots, k, v, _ = case
-    backend = make_backend(S, num_tokens_per_req=W, verify_as_decode=verify_as_decode)
-    _fill_cache(backend, slots, k, v)
+    backend = make_backend(
+        S, num_tokens_per_req=W, verify_as_decode=verify_as_decode, read_kv_once=read_kv_once
+    )
+    _fill_cache(backend, slots, k, v, prefix)
     return backend
 
 
-def _verify_eager(case, backend) -> torch.Tensor:
+def _verify_eager(case, backend, prefix=PREFIX) -> torch.Tensor:
     slots, _, _, q = case
-    fb = verify_batch(REQ_ROWS, PREFIX, _draft_locs(slots), W)
+    fb = verify_batch(REQ_ROWS, prefix, _draft_locs(slots, prefix), W)
     backend.init_forward_metadata(fb)
     return backend.forward_extend(
         q.reshape(-1, S.heads * S.dim), None, None, make_layer(S), fb, save_kv_cache=False
     )
 
 
-def _verify_graph_path(case, pad: int) -> torch.Tensor:
-    """The CUDA-graph metadata path: buffers sized for a larger batch, ``pad``
-    padded requests (seq_len 1, request row 0, out_cache_loc 0) as the graph
-    runner pads them. The padded rows' outputs are discarded."""
+def _attention_kernels():
+    """Decode's stage-1 and stage-2 kernels and the one-read stage-1 kernels."""
+    from sglang.kernels.ops.attention import decode_attention as d
+    from sglang.kernels.ops.attention import verify_decode_attention as v
+
+    return (
+        d._fwd_kernel_stage1,
+        d._fwd_grouped_kernel_stage1,
+        d._fwd_kernel_stage2,
+        v._verify_rows_kernel_stage1,
+        v._verify_rows_grouped_kernel_stage1,
+    )
+
+
+def test_eager_verify_rows_equal_decode_in_the_one_read_kernel(case):
+    backend = _verify_backend(case, verify_as_decode=True)
+    with recorded_launches(*_attention_kernels()) as launches:
+        out = _verify_eager(case, backend)
+    assert torch.equal(out, _base_decode(case))
+    # One stage-1 launch of the one-read kernel, then decode's stage 2.
+    assert [x.kernel for x in launches] == [
+        "_verify_rows_grouped_kernel_stage1",
+        "_fwd_kernel_stage2",
+    ]
+    assert backend.forward_metadata.kv_indices is None
+
+
+def test_eager_launches_of_whole_requests_equal_decode(case):
+    """With fewer rows in the request pool than verify has, eager verify launches
+    whole requests at a time, with split buffers of that many requests' rows."""
+    backend = _verify_backend(case, verify_as_decode=True)
+    backend.verify_as_decode_chunk_rows = W + 1  # room for one request's rows
+    with recorded_launches(*_attention_kernels()) as launches:
+        out = _verify_eager(case, backend)
+    assert backend.forward_metadata.attn_logits.shape[0] == W
+    assert len(launches) == 2 * len(PREFIX)
+    assert torch.equal(out, _base_decode(case))
+
+
+@pytest.mark.parametrize("read_kv_once", [True, False])
+def test_launches_of_whole_requests_take_their_rows_of_a_score_mods_aux(case, read_kv_once):
+    """A score_mod's aux tensor has a row per verify token, and its kernels index it by
+    the launch's rows: each launch of a request gets that request's aux rows, as decode
+    of each token gets the token's."""
+    from sglang.kernels.ops.attention.score_mod import relative_bias_score_mod
+
+    slots, k, v, q = case
+    aux = torch.randn(len(PREFIX) * W, S.heads, 8, generator=torch.Generator().manual_seed(8))
+    score = dict(score_mod=relative_bias_score_mod)
+    decode_backend = make_backend(S, num_tokens_per_req=W, verify_as_decode=True)
+    _fill_cache(decode_backend, slots, k, v)
+    rows = torch.empty(len(PREFIX), W, S.heads * S.dim, dtype=torch.bfloat16)
+    for j in range(W):
+        seq_lens = PREFIX + j + 1
+        fb = decode_batch(REQ_ROWS, seq_lens, slots[torch.arange(len(PREFIX)), seq_lens.long() - 1])
+        decode_backend.init_forward_metadata(fb)
+        rows[:, j] = decode_backend.forward_decode(
+            q[:, j], None, None, make_layer(S), fb, save_kv_cache=False,
+            aux_tensors=[aux.view(len(PREFIX), W, S.heads, 8)[:, j]], **score,
+        )  # fmt: skip
+    backend = _verify_backend(case, verify_as_decode=True, read_kv_once=read_kv_once)
+    backend.verify_as_decode_chunk_rows = W + 1  # one request's rows per launch
+    fb = verify_batch(REQ_ROWS, PREFIX, _draft_locs(slots), W)
+    backend.init_forward_metadata(fb)
+    out = backend.forward_extend(
+        q.reshape(-1, S.heads * S.dim), None, None, make_layer(S), fb, save_kv_cache=False,
+        aux_tensors=[aux], **score,
+    )  # fmt: skip
+    assert torch.equal(out, rows.reshape(-1, S.heads * S.dim))
+
+
+def test_graph_path_with_padded_rows_equals_decode(case):
+    """The CUDA-graph metadata path: buffers sized for a larger batch, two padded
+    requests (seq_len 1, request row 0, out_cache_loc 0) as the graph runner pads
+    them. The padded rows' outputs are discarded."""
     slots, _, _, q = case
-    n = len(PREFIX)
+    n, pad = len(PREFIX), 2
     backend = _verify_backend(case, verify_as_decode=True)
     backend.init_cuda_graph_state(max_bs=n + pad + 1, max_num_tokens=(n + pad + 1) * W)
     seq_lens = torch.cat([PREFIX, torch.ones(pad, dtype=torch.int32)])
@@ -128,104 +383,92 @@ def _verify_graph_path(case, pad: int) -> torch.Tensor:
     locs = torch.cat([_draft_locs(slots), torch.zeros(pad * W, dtype=torch.int64)])
     fb = verify_batch(rows, seq_lens, locs, W)
     backend.init_forward_metadata_out_graph(fb, in_capture=True)
+    row_lens = (seq_lens[:, None] + torch.arange(1, W + 1)).reshape(-1)
     md = backend.forward_metadata
-    expected = _row_ids(backend.req_to_token, rows, seq_lens)
-    assert torch.equal(md.kv_indices[: len(expected)], expected)
+    assert torch.equal(md.kv_indptr[1:], torch.cumsum(row_lens, 0).int())
     q_padded = torch.cat(
-        [
-            q.reshape(-1, S.heads * S.dim),
-            torch.zeros(pad * W, S.heads * S.dim, dtype=torch.bfloat16),
-        ]
+        [q.reshape(-1, S.heads * S.dim), torch.zeros(pad * W, S.heads * S.dim).bfloat16()]
     )
     out = backend.forward_extend(q_padded, None, None, make_layer(S), fb, save_kv_cache=False)
-    return out[: n * W]
+    assert torch.equal(out[: n * W], _base_decode(case))
 
 
-def test_row_ids_are_prefixes_of_the_request_rows(sglang_tree):
-    """``pack_verify_decode_kv_indices`` (the translator's gather, once per verify
-    step) against a plain torch construction: request order differs from table
-    order, and a padded request reads table row 0."""
-    from sglang.srt.layers.attention.verify_decode_rows import (
-        pack_verify_decode_kv_indices,
-        verify_decode_kv_indices_len,
-        verify_decode_row_kv_lens,
+def _graph_bytes(case, verify_as_decode: bool, read_kv_once: bool = True) -> int:
+    backend = _verify_backend(case, verify_as_decode, read_kv_once)
+    backend.init_cuda_graph_state(max_bs=4, max_num_tokens=4 * W)
+    return sum(
+        t.numel() * t.element_size()
+        for name, t in vars(backend).items()
+        if name.startswith("cuda_graph_") and isinstance(t, torch.Tensor)
     )
 
-    backend = make_backend(S, num_tokens_per_req=W, verify_as_decode=True)
-    gen = torch.Generator().manual_seed(0)
-    table = backend.req_to_token
-    table.copy_(torch.randint(1, S.slots, table.shape, generator=gen, dtype=table.dtype))
-    req_rows = torch.tensor([4, 2, 5, 0])  # the last one a padded request
-    prefix = torch.tensor([9, 1, 30, 1], dtype=torch.int32)
-    row_lens = verify_decode_row_kv_lens(prefix, W)
-    indptr = torch.zeros(len(row_lens) + 1, dtype=torch.int32)
-    indptr[1:] = torch.cumsum(row_lens, 0)
-    size = verify_decode_kv_indices_len(int(prefix.sum()), len(prefix), W)
-    out = torch.full((size + 5,), -1, dtype=torch.int64)
-    pack_verify_decode_kv_indices(
-        backend.kv_index_translator,
-        None,
-        req_pool_indices=req_rows,
-        seq_lens=prefix,
-        num_tokens_per_req=W,
-        row_kv_indptr=indptr,
-        out=out,
-    )
-    expected = _row_ids(table, req_rows, prefix)
-    assert int(indptr[-1]) == size == len(expected)
-    assert torch.equal(out[:size], expected)
-    assert torch.equal(out[size:], torch.full((5,), -1))  # nothing written past the rows
+
+def test_graph_state_adds_the_rows_indptr_only(case):
+    """Against the previous verify path, the route's CUDA-graph state adds the
+    rows' kv_indptr (one int32 per verify token, and one); decode launches per
+    row also grow the index buffer by the drafts' ``1 + ... + W`` ids per request."""
+    before = _graph_bytes(case, verify_as_decode=False)
+    assert _graph_bytes(case, verify_as_decode=True) - before == (4 * W + 1) * 4
+    per_row = _graph_bytes(case, verify_as_decode=True, read_kv_once=False)
+    assert per_row - before == (4 * W + 1) * 4 + 4 * (W * (W + 1) // 2) * 8
 
 
-def test_eager_metadata_holds_the_rows(case):
-    """The rows are built in ``init_forward_metadata``, once per forward, not by each layer."""
-    backend = _verify_backend(case, verify_as_decode=True)
-    slots = case[0]
-    backend.init_forward_metadata(verify_batch(REQ_ROWS, PREFIX, _draft_locs(slots), W))
-    md = backend.forward_metadata
-    expected = _row_ids(backend.req_to_token, REQ_ROWS, PREFIX)
-    assert torch.equal(
-        md.kv_indptr[1:],
-        torch.cumsum((PREFIX[:, None] + torch.arange(1, W + 1)).reshape(-1), 0).int(),
-    )
-    assert torch.equal(md.kv_indices, expected)
+class _TensorsMade(TorchDispatchMode):
+    """The shape and dtype of every tensor an aten op allocates, outside the
+    backend's kernel launches (which allocate none on the GPU; under the
+    interpreter they make host copies)."""
+
+    def __init__(self, backend):
+        super().__init__()
+        self.shapes = []
+        self._in_kernel = False
+        for name in ("verify_decode_attention_fwd", "decode_attention_fwd"):
+            setattr(backend, name, self._unrecorded(getattr(backend, name)))
+
+    def _unrecorded(self, launch):
+        def run(*args, **kwargs):
+            self._in_kernel = True
+            try:
+                return launch(*args, **kwargs)
+            finally:
+                self._in_kernel = False
+
+        return run
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not self._in_kernel:
+            inputs = [id(a) for a in (*args, *kwargs.values())]
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                # New memory: neither an input (in place) nor a view of one.
+                if isinstance(t, torch.Tensor) and id(t) not in inputs and t._base is None:
+                    self.shapes.append((str(func), tuple(t.shape), t.dtype))
+        return out
 
 
-def test_eager_verify_rows_equal_decode(case):
-    backend = _verify_backend(case, verify_as_decode=True)
-    assert torch.equal(_verify_eager(case, backend), _base_decode(case))
+def _tensors_made(case, prefix, read_kv_once: bool) -> list:
+    backend = _verify_backend(case, verify_as_decode=True, read_kv_once=read_kv_once, prefix=prefix)
+    with _TensorsMade(backend) as made:
+        _verify_eager(case, backend, prefix)
+    return made.shapes
 
 
-def test_eager_rows_in_launches_of_two_equal_decode(case):
-    """With more rows than the request pool holds, eager verify launches the decode
-    kernel a few rows at a time, with split buffers of that many rows only."""
-    backend = _verify_backend(case, verify_as_decode=True)
-    backend.verify_as_decode_chunk_rows = 2
-    out = _verify_eager(case, backend)
-    assert backend.forward_metadata.attn_logits.shape[0] == 2
-    assert torch.equal(out, _base_decode(case))
+def test_eager_verify_allocates_nothing_sized_by_the_context(case):
+    """The tensors eager verify makes (metadata and forward) are the same for
+    committed lengths of 1 and of 37 and 254: none is sized by the context.
+    Control: the per-row decode launches' KV id stream is."""
+    short = torch.ones(len(PREFIX), dtype=torch.int32)
+    made = _tensors_made(case, short, read_kv_once=True)
+    assert made == _tensors_made(case, PREFIX, read_kv_once=True)
+    largest = max(torch.Size(shape).numel() for _, shape, _ in made)
+    attn_logits = len(PREFIX) * W * S.heads * _max_kv_splits() * S.dim
+    assert largest == attn_logits  # decode's split buffer for the rows
+    assert _tensors_made(case, short, False) != _tensors_made(case, PREFIX, False)
 
 
-def test_graph_path_with_padded_rows_equals_decode(case):
-    assert torch.equal(_verify_graph_path(case, pad=2), _base_decode(case))
-
-
-def test_graph_state_adds_no_row_sized_index_buffer(case):
-    """The rows live in ``cuda_graph_kv_indices``: the route's CUDA-graph state
-    is the previous verify path's plus the rows' ``kv_indptr`` and room for the
-    drafts' ``1 + ... + W`` ids per request."""
-
-    def graph_bytes(verify_as_decode: bool) -> int:
-        backend = _verify_backend(case, verify_as_decode=verify_as_decode)
-        backend.init_cuda_graph_state(max_bs=4, max_num_tokens=4 * W)
-        return sum(
-            t.numel() * t.element_size()
-            for name, t in vars(backend).items()
-            if name.startswith("cuda_graph_") and isinstance(t, torch.Tensor)
-        )
-
-    extra = graph_bytes(True) - graph_bytes(False)
-    assert extra == (4 * W + 1) * 4 + 4 * (W * (W + 1) // 2) * 8
+def _max_kv_splits() -> int:
+    return make_backend(S, num_tokens_per_req=W, verify_as_decode=True).max_kv_splits
 
 
 def test_previous_verify_path_differs_from_decode(case):
@@ -237,7 +480,16 @@ def test_previous_verify_path_differs_from_decode(case):
     torch.testing.assert_close(extend, decode, atol=2e-2, rtol=2e-2)
 
 
-# --- what a row passes to the decode kernel besides its KV ids ---------------
+def test_per_row_decode_launches_equal_decode(case):
+    """ROCm and a translating pool keep one decode row per verify token."""
+    backend = _verify_backend(case, verify_as_decode=True, read_kv_once=False)
+    with recorded_launches(*_attention_kernels()) as launches:
+        out = _verify_eager(case, backend)
+    assert torch.equal(out, _base_decode(case))
+    assert {x.kernel for x in launches} == {"_fwd_grouped_kernel_stage1", "_fwd_kernel_stage2"}
+
+
+# --- what a row passes to the kernels besides its KV ids ----------------------
 
 # Each case: the backend's keyword arguments, the layer's (k, v) scales, sinks or not.
 ROW_ARGUMENTS = {
@@ -249,6 +501,12 @@ ROW_ARGUMENTS = {
     # A paged pool of 16-token pages (PAGE_SIZE=16 kernels).
     "paged-16": (dict(page_size=16), None, False),
 }
+# Stage-1 compile-time arguments that pick decode's arithmetic, and the launch's.
+STAGE1_SHARED = (
+    "BLOCK_DMODEL", "BLOCK_DV", "BLOCK_N", "BLOCK_H", "MIN_BLOCK_KV", "logit_cap", "Lk", "Lv",
+    "kv_group_num", "q_head_num", "xai_temperature_len", "PAGE_SIZE", "SCORE_MOD", "USE_PDL",
+)  # fmt: skip
+LAUNCH = ("num_warps", "num_stages", "sm_scale_withk")
 
 
 def _paged_slots(gen: torch.Generator, page: int = 16) -> torch.Tensor:
@@ -260,26 +518,13 @@ def _paged_slots(gen: torch.Generator, page: int = 16) -> torch.Tensor:
     return slots[:, : S.context].contiguous()
 
 
-def _decode_kernels():
-    from sglang.kernels.ops.attention import decode_attention
-
-    return (
-        decode_attention._fwd_kernel_stage1,
-        decode_attention._fwd_grouped_kernel_stage1,
-        decode_attention._fwd_kernel_stage2,
-    )
-
-
 @pytest.mark.parametrize("name", list(ROW_ARGUMENTS))
 def test_verify_rows_pass_decodes_kernel_arguments(case, name):
-    """FP8 KV scales, sinks and the pool's page size reach the decode kernel from
-    verify's rows as they do from ``forward_decode``: the rows equal decode's bitwise,
-    and every launch has decode's kernel, compile-time arguments (PAGE_SIZE, HAS_SINK)
-    and softmax and value scales. On the GPU a compile-time argument picks the binary,
-    and bitwise equality rests on decode and verify running one. PAGE_SIZE only
-    rewrites a slot's address as page and offset, which for the kernel's 3-D KV
-    buffers is the same address, so ``page_size=1`` in verify changes no number, only
-    the binary; ``k_descale = 1.0`` and a dropped ``sinks`` change the rows too."""
+    """FP8 KV scales, sinks and the pool's page size reach the kernels from
+    verify's rows as they do from ``forward_decode``: the rows equal decode's
+    bitwise; verify's stage 2 is decode's launch (kernel, compile-time arguments,
+    scales), and its stage 1 has decode's stage-1 compile-time arguments, warps,
+    stages and softmax scale. On the GPU a compile-time argument picks the binary."""
     backend_kwargs, scales, with_sinks = ROW_ARGUMENTS[name]
     _, k, v, q = case
     slots = _paged_slots(torch.Generator().manual_seed(16))
@@ -303,7 +548,7 @@ def test_verify_rows_pass_decodes_kernel_arguments(case, name):
 
     decode_backend = backend()
     rows = torch.empty(len(PREFIX), W, S.heads * S.dim, dtype=torch.bfloat16)
-    with recorded_launches(*_decode_kernels()) as decode_launches:
+    with recorded_launches(*_attention_kernels()) as decode_launches:
         for j in range(W):
             seq_lens = PREFIX + j + 1
             loc = slots[torch.arange(len(PREFIX)), seq_lens.long() - 1]
@@ -314,10 +559,9 @@ def test_verify_rows_pass_decodes_kernel_arguments(case, name):
             )
 
     verify_backend = backend()
-    draft_locs = torch.cat([slots[i, int(p) : int(p) + W] for i, p in enumerate(PREFIX)])
-    fb = verify_batch(REQ_ROWS, PREFIX, draft_locs, W)
+    fb = verify_batch(REQ_ROWS, PREFIX, _draft_locs(slots), W)
     verify_backend.init_forward_metadata(fb)
-    with recorded_launches(*_decode_kernels()) as verify_launches:
+    with recorded_launches(*_attention_kernels()) as verify_launches:
         out = verify_backend.forward_extend(
             q.reshape(-1, S.heads * S.dim), None, None, layer, fb, save_kv_cache=False,
             sinks=sinks,
@@ -325,11 +569,18 @@ def test_verify_rows_pass_decodes_kernel_arguments(case, name):
 
     assert torch.equal(out, rows.reshape(-1, S.heads * S.dim))
 
-    def launched(launches):
-        return {(x.kernel, x.constexprs, x.scalars) for x in launches}
+    def stage1(launch):
+        c, a = dict(launch.constexprs), launch.args
+        return {n: c.get(n) for n in STAGE1_SHARED} | {n: a.get(n) for n in LAUNCH}
 
-    assert verify_launches, "verify launched no decode kernel"
-    assert launched(verify_launches) == launched(decode_launches)
+    def stage2(launches):
+        return {(x.kernel, x.constexprs, x.scalars) for x in launches if "stage2" in x.kernel}
+
+    verify_stage1 = [x for x in verify_launches if "stage1" in x.kernel]
+    decode_stage1 = [x for x in decode_launches if "stage1" in x.kernel]
+    assert [x.kernel for x in verify_stage1] == ["_verify_rows_grouped_kernel_stage1"]
+    assert {str(stage1(x)) for x in decode_stage1} == {str(stage1(verify_stage1[0]))}
+    assert stage2(verify_launches) == stage2(decode_launches)
     # The case is live: the argument it is about reaches decode's own launches.
     constexprs = [dict(x.constexprs) for x in decode_launches]
     scalars = [dict(x.scalars) for x in decode_launches]
@@ -342,7 +593,10 @@ def test_verify_rows_pass_decodes_kernel_arguments(case, name):
         assert layer.scaling * 0.75 in {s.get("sm_scale_withk") for s in scalars}
 
 
-def _blocker(attn_type, ragged_mode: str = "static"):
+# --- when verify keeps the extend kernel --------------------------------------
+
+
+def _blocker(attn_type, ragged_mode: str = "static", verify_as_decode: str = "1"):
     """What the backend's start-up check names for a linear-chain target (DSpark)
     whose one attention layer has ``attn_type``."""
     from types import SimpleNamespace
@@ -361,46 +615,63 @@ def _blocker(attn_type, ragged_mode: str = "static"):
     )
     backend = make_backend(S, num_tokens_per_req=W, verify_as_decode=False)
     backend.sliding_window_size = None
-    with envs.SGLANG_RAGGED_VERIFY_MODE.override(ragged_mode):
+    with (
+        envs.SGLANG_RAGGED_VERIFY_MODE.override(ragged_mode),
+        envs.SGLANG_DETERMINISTIC_VERIFY_AS_DECODE.override(verify_as_decode == "1"),
+    ):
         return backend._verify_as_decode_blocker(runner)
 
 
 def test_start_up_check_names_what_keeps_verify_on_the_extend_kernel(sglang_tree):
     """The rows replace the prefix the extend kernel reads, so a non-causal layer
     (which would fall back to it) and a ragged verify (rows of unequal width)
-    keep the extend kernel; a causal decoder with a static verify takes the route."""
+    keep the extend kernel, as does the opt-out; a causal decoder with a static
+    verify takes the route."""
     from sglang.srt.layers.radix_attention import AttentionType
 
     assert _blocker(AttentionType.DECODER) is None
     assert _blocker(AttentionType.DECODER_BIDIRECTIONAL) == "non-causal attention layers"
     assert _blocker(AttentionType.ENCODER_ONLY) == "non-causal attention layers"
     assert "ragged verify" in _blocker(AttentionType.DECODER, ragged_mode="compact")
+    opt_out = _blocker(AttentionType.DECODER, verify_as_decode="0")
+    assert opt_out == "SGLANG_DETERMINISTIC_VERIFY_AS_DECODE=0"
+
+
+def test_opted_out_verify_launches_neither_decode_kernel(case):
+    """What the opt-out leaves: verify on the extend kernel, no stage of decode's
+    or of the one-read kernel."""
+    backend = _verify_backend(case, verify_as_decode=False)
+    with recorded_launches(*_attention_kernels()) as launches:
+        _verify_eager(case, backend)
+    assert launches == []
+
+
+# --- the registered CUDA test, on CPU ------------------------------------------
 
 
 @pytest.mark.slow
 def test_registered_backend_test_passes_on_cpu(sglang_tree):
-    """Every case of the registered test, on CPU: the backend built by ``__init__``
-    for a deterministic EAGLE target, verify rows bitwise equal to its
-    ``forward_decode`` eagerly in one launch, in launches of a pool smaller than
-    the rows, without host lengths (the index stream bounded by
-    ``max_seq_len_host``), and through the CUDA-graph metadata with padded requests.
-    The shapes span two split tiles; GQA and MHA; slot-based and paged (16-token
-    pages) KV pools (the test's own PAGE_SIZES). Also eagerly over an FP8 E4M3 KV
-    cache with layer scales and with attention sinks, and every decode-kernel launch
-    of verify with decode's arguments (page size, scales, sinks), seen through a
-    wrapped ``decode_attention_fwd``."""
+    """Every case of the registered test, on CPU at tiny shapes: the backend built
+    by ``__init__`` for a deterministic EAGLE target; verify rows bitwise equal to
+    its ``forward_decode`` eagerly in one launch, for every draft count from 1 to
+    8, in launches of whole requests, and through the CUDA-graph metadata with
+    padded requests; GQA and MHA; slot-based and paged pools; bf16, FP8 with
+    scales, sinks and a logit cap; nothing allocated by the context; the per-row
+    decode launches with decode's arguments."""
     run = run_registered(
         sglang_tree,
-        "test/registered/unit/layers/attention/test_triton_verify_as_decode.py",
+        "test/registered/kernels/ops/attention/test_triton_verify_as_decode.py",
         {
             "TestTritonVerifyAsDecode": {
                 "DEVICE": "cpu",
-                "CONTEXT_LEN": 320,
-                "SHAPES": [[4, 2, 16, [37, 254, 1], 3], [2, 2, 16, [255, 5], 2]],
+                "CONTEXT_LEN": 336,
+                "LENGTHS": [1, 250, 255, 256, 316, 319],
+                "SHAPES": [[4, 2, 16, 3], [2, 2, 16, 2]],
+                "DRAFT_COUNTS": [1, 4, 8],
                 "GRAPH_PADDING": 2,
             }
         },
     )
-    assert run.ran == 7, run.output[-4000:]
+    assert run.ran == 6, run.output[-4000:]
     assert not run.failed, (run.failed, run.output[-8000:])
     assert not run.skipped, run.skipped

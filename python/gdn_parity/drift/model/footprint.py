@@ -60,12 +60,13 @@ def attention_metadata_bytes(config: ModelConfig, holds: RunHolds) -> int:
     """What the Triton backend builds per forward that grows with the context: the decode
     kernel's split buffers (fp32 partial outputs and their log-sum-exp; under deterministic
     inference one split per ``SPLIT_TILE`` tokens, for at most a padded batch of rows, also in
-    patch 0007's verify), 0007's KV id stream (int64, one id per prefix token and verify row)
+    patch 0007's verify), the KV id stream of decode and of the extend kernel's verify (int64,
+    one id per context token of each request; 0007's verify reads ``req_to_token`` itself)
     and ``req_to_token`` (int32)."""
     rows = _slots(holds.requests) - 1
     splits = -(-holds.context // SPLIT_TILE)
     split_buffers = rows * config.attn_heads * splits * (config.attn_head_dim + 1) * 4
-    kv_ids = holds.draft_tokens * holds.requests * holds.context * 8
+    kv_ids = holds.requests * holds.context * 8
     return split_buffers + kv_ids + rows * holds.context * 4
 
 

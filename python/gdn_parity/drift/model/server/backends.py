@@ -139,7 +139,8 @@ def triton_attention_backend(
 
     ``verify_as_decode`` (patch 0007) is on where ``__init__`` turns it on:
     deterministic inference (``numerics.deterministic_attention``) on a
-    speculative target, in a tree that has it.
+    speculative target, in a tree that has it; so is its one-read kernel
+    (``verify_rows_read_kv_once``: CUDA, a plain pool), where the tree has that.
     """
     from sglang.kernels.ops.attention import extend_attention
     from sglang.kernels.ops.attention.decode_attention import (
@@ -169,6 +170,18 @@ def triton_attention_backend(
     req_to_token = torch.zeros(req_rows, context, dtype=torch.int32, device=device)
     deterministic = numerics.deterministic_attention
     split_tile = SPLIT_TILE if deterministic else None
+    verify_as_decode = deterministic and hasattr(TritonAttnBackend, "_forward_verify_as_decode")
+    read_kv_once = verify_as_decode and hasattr(TritonAttnBackend, "_verify_split_groups")
+    one_read = {}
+    if read_kv_once:
+        from sglang.kernels.ops.attention.verify_decode_attention import (
+            verify_decode_attention_fwd,
+        )
+
+        one_read = dict(
+            verify_decode_attention_fwd=verify_decode_attention_fwd,
+            _verify_split_groups_by_rows={},
+        )
     b = TritonAttnBackend.__new__(TritonAttnBackend)
     b.__dict__.update(
         decode_attention_fwd=decode_attention_fwd,
@@ -221,7 +234,9 @@ def triton_attention_backend(
         num_draft_tokens=num_tokens_per_req,
         target_verify_num_tokens_per_req=num_tokens_per_req,
         topk=1,
-        verify_as_decode=deterministic and hasattr(TritonAttnBackend, "_forward_verify_as_decode"),
+        verify_as_decode=verify_as_decode,
+        verify_rows_read_kv_once=read_kv_once,
+        **one_read,
         verify_as_decode_chunk_rows=req_rows,  # __init__: the request pool size
         kv_indptr=torch.zeros(req_rows + 1, dtype=torch.int32, device=device),
         qo_indptr=torch.zeros(req_rows + 1, dtype=torch.int64, device=device),
