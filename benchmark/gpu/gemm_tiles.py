@@ -139,16 +139,13 @@ def main() -> None:
             for s, v in saved.items():
                 setattr(bio, s, v)
 
-    def route(x, w):  # what the tree dispatches at this M (0013: TMA loads from 193 rows)
+    def route(x, w):  # what the tree dispatches at this M
         m, (n, k) = x.shape[0], w.shape
         plan = getattr(bio, "_split_k_plan", lambda *_: None)(x, m, n, k)
         if plan is not None:
             return f"split-K {name(plan[1:])}"
         rule = bio._few_rows_tile(x, m, n, k)
-        if rule is None:
-            return "persistent"
-        tma = getattr(bio, "_few_rows_tma_tile", lambda *_: None)(x, w.t(), m, n, k)
-        return f"tma {name(tma)}" if tma else name(rule)
+        return "persistent" if rule is None else name(rule)
 
     def tile_run(tile):
         def run(a, w):

@@ -36,12 +36,6 @@
 #             times in alternating order, ratios taken within a round, e.g. COST_BATCHES=64
 #             COST_GAMMAS=3 COST_ROUNDS=3 for issue #24's thinnest row; COST_PROFILE=1: cost
 #             --profile, each step's kernels side by side, in a process of each variant's own)
-#   tma-ab    patch 0013 on and off on one machine: the cost-now table (COST_BATCHES, default 64;
-#             COST_GAMMAS, default 3; COST_ROUNDS) with SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_TMA
-#             at each value of TMA_AB_ORDER in turn (default "1 0"; run "0 1" in the next call
-#             for an alternating order); one round of both variants takes about 110 s on a warm
-#             H100, and more than 200 s as a machine's first cost run, which lays out both
-#             variants' trees (session 23): give that one COST_NOW_LIMIT=270
 #   series-ab the checkout's series (a) against another (b: SERIES_B, a patches/ folder carried
 #             under .gpu/, e.g. the series before a change) on one machine: the cost-now table
 #             (COST_BATCHES, default 64; COST_GAMMAS, default 3) for each letter of AB_ORDER in
@@ -59,7 +53,7 @@ G=/tmp/gdn-parity-gpu
 tag=t$(python3 -c "import triton; print(triton.__version__.replace('.', ''))")
 O=/tmp/27b-out/$tag
 mkdir -p $O
-# The cost table of 0.5.23 and the contract's stack (cost-now, tma-ab) into $O/$1 and its log:
+# The cost table of 0.5.23 and the contract's stack (cost-now, series-ab) into $O/$1 and its log:
 # $2 the batches, $3 the gammas; REPLAYS, COST_ROUNDS, COST_PROFILE and COST_NOW_LIMIT as above;
 # COST_PATCHES: another series than the checkout's; COST_CONTEXTS: cost --context (each
 # request's prefill length; default the reporter's 24 ids).
@@ -117,12 +111,6 @@ for group in "$@"; do
       cost_table cost-now "${COST_BATCHES:-1,4,16,64}" "${COST_GAMMAS:-1,3}"
       cp $O/cost-now/cost.md "$OUT/cost_now_$tag.md"
       cp $O/cost-now/profile.json "$OUT/profile_$tag.json" 2>/dev/null ;;
-    tma-ab)
-      for tma in ${TMA_AB_ORDER:-1 0}; do
-        SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_TMA=$tma \
-          cost_table cost-tma$tma "${COST_BATCHES:-64}" "${COST_GAMMAS:-3}"
-        cp $O/cost-tma$tma/cost.md "$OUT/cost_tma${tma}_$tag.md"
-      done ;;
     series-ab)
       i=0
       for s in ${AB_ORDER:-a b}; do
