@@ -237,7 +237,7 @@ def test_registered_backend_test_passes_on_cpu(sglang_tree):
     launches the packed decode kernel."""
     run = run_registered(
         sglang_tree,
-        "test/registered/unit/layers/attention/linear/test_gdn_backend_verify_exact_parity.py",
+        "test/registered/attention/unittests/gdn/test_gdn_backend_verify_exact_parity.py",
         {"TestGDNBackendVerifyExactParity": {"DEVICE": "cpu"}},
     )
     assert run.ran == 3, run.output[-4000:]

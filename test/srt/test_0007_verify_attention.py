@@ -660,7 +660,7 @@ def test_registered_backend_test_passes_on_cpu(sglang_tree):
     decode launches with decode's arguments."""
     run = run_registered(
         sglang_tree,
-        "test/registered/kernels/ops/attention/test_triton_verify_as_decode.py",
+        "test/registered/attention/unittests/dense/test_triton_verify_as_decode.py",
         {
             "TestTritonVerifyAsDecode": {
                 "DEVICE": "cpu",

@@ -25,6 +25,7 @@ import torch
 
 from helpers.backend_rig import BackendRig, Shape, make_layer
 from helpers.launches import recorded_launches
+from helpers.sm90_probe import answer_sm90
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 
@@ -32,7 +33,7 @@ BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 def _rule(monkeypatch, sm90: bool):
     from sglang.kernels.ops.attention.fla import fused_recurrent
 
-    monkeypatch.setattr(fused_recurrent, "_is_sm90", lambda device: sm90)
+    answer_sm90(monkeypatch, sm90)
     return fused_recurrent._packed_block_v
 
 

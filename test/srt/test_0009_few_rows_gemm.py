@@ -3,10 +3,11 @@
 The rule (``_few_rows_tile``) must never make the zero-padded K longer than the
 persistent kernel's (a longer one adds zero steps, which can turn a -0.0 sum into
 +0.0), must fit shared memory, and must leave GEMMs of more than FEW_ROWS_MAX_M rows
-to the persistent kernel. Its device gate (SM90, CUDA) is set here as 0008's test
-sets its own, so the table can be checked on the CPU. The kernel runs under the
-Triton interpreter: its rows against float64, and no write past row M. That a row's
-bits equal the persistent kernel's at every M is the patch's CUDA test, on SM90.
+to the persistent kernel. Its device gate (``get_platform().is_sm90``) is answered
+here as 0008's test answers it, so the table can be checked on the CPU. The kernel
+runs under the Triton interpreter: its rows against float64, and no write past row M.
+That a row's bits equal the persistent kernel's at every M is the patch's CUDA test,
+on SM90.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 
 from helpers.gemm_rows import assert_product_and_m_rows
 from helpers.registered_lists import literal_lists
+from helpers.sm90_probe import answer_sm90
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 
@@ -26,7 +28,7 @@ BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 def bio(sglang_tree, monkeypatch):
     from sglang.srt.batch_invariant_ops import batch_invariant_ops
 
-    monkeypatch.setattr(batch_invariant_ops, "_few_rows_device", lambda a: True)
+    answer_sm90(monkeypatch, True)
     return batch_invariant_ops
 
 
@@ -83,7 +85,7 @@ def test_the_padded_k_is_the_persistent_kernels_and_shared_memory_fits(bio, dtyp
                 assert (bm + bn) * bk * dtype.itemsize * stages <= bio._SMEM_BUDGET
 
 
-REGISTERED = "test/registered/kernels/ops/gemm/test_batch_invariant_mm_few_rows.py"
+REGISTERED = "test/registered/unit/batch_invariant_ops/test_batch_invariant_mm_few_rows.py"
 
 
 def _registered_lists(tree) -> tuple[list, list]:

@@ -7,11 +7,11 @@ each split runs the same zero-padded K whatever the tile), and the plan must cov
 weights the patch names and no others. The split-K is opt-in
 (``SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_SPLIT_K``, off by default: switching it on
 changes those layers' bits once); the tests below switch it on, after one checks the
-default. The device gate (SM90, CUDA) is set here as 0009's test sets it, so the plan
-can be checked on the CPU. The kernels run under the
-Triton interpreter: the product against float64, the bias, a row-major weight, and no
-write past row M. That the rows are the same at every M on a GPU is the patch's CUDA
-test, on SM90.
+default. The device gate (``get_platform().is_sm90``) is answered here as 0009's test
+answers it, so the plan can be checked on the CPU. The kernels run under the Triton
+interpreter: the product against float64, the bias, a row-major weight, and no write
+past row M. That the rows are the same at every M on a GPU is the patch's CUDA test,
+on SM90.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch
 
 from helpers.gemm_rows import assert_product_and_m_rows
 from helpers.registered_lists import literal_lists
+from helpers.sm90_probe import answer_sm90
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 ROWS = list(range(1, 513)) + [1024, 1500, 2048, 4096, 8192]
@@ -31,7 +32,7 @@ def bio_default(sglang_tree, monkeypatch):
     """The module on a stand-in SM90, its switches as the environment left them."""
     from sglang.srt.batch_invariant_ops import batch_invariant_ops
 
-    monkeypatch.setattr(batch_invariant_ops, "_few_rows_device", lambda a: True)
+    answer_sm90(monkeypatch, True)
     return batch_invariant_ops
 
 
@@ -89,7 +90,7 @@ def test_the_gemm_takes_the_split_before_the_few_rows_kernel(bio, monkeypatch):
     assert calls == ["split", "split", "few"]
 
 
-REGISTERED = "test/registered/kernels/ops/gemm/test_batch_invariant_mm_split_k.py"
+REGISTERED = "test/registered/unit/batch_invariant_ops/test_batch_invariant_mm_split_k.py"
 
 
 def _registered_lists(tree) -> dict[str, list]:

@@ -83,3 +83,60 @@ def test_registered_tests_name_per_commit_suites(series_tree):
     assert {marker for _, marker, _ in registrations} == set(PER_COMMIT_SUITES)
     unknown = [r for r in registrations if r[2] not in PER_COMMIT_SUITES[r[1]]]
     assert not unknown, unknown
+
+
+# Where upstream keeps tests of the kinds the series adds (test/registered/README.md and
+# unit/README.md of sglang's tree, and its files; read in the fork bytedance-iaas/sglang):
+# kernel tests under kernels/ops/<area>/; backend tests built on the attention test kit
+# under attention/unittests/<method>/ (dense/test_triton.py, gdn/test_triton.py); the
+# batch-invariant GEMM test in unit/batch_invariant_ops/; speculative decoding's unit
+# tests in unit/spec/; other unit tests in unit/ mirroring srt/ (unit/server_args/,
+# unit/layers/quantization/, unit/layers/attention/linear/kernels/ ...). Upstream's
+# kit-based tests are all GPU tests; the series' CPU one is a unit test of
+# triton_backend.py, in unit/layers/attention/ beside upstream's CPU attention tests.
+UPSTREAM_FOLDERS = {
+    "test/registered/kernels/ops/attention",
+    "test/registered/kernels/ops/mamba",
+    "test/registered/attention/unittests/dense",
+    "test/registered/attention/unittests/gdn",
+    "test/registered/unit/batch_invariant_ops",
+    "test/registered/unit/spec",
+    "test/registered/unit/server_args",
+    "test/registered/unit/layers/quantization",
+    "test/registered/unit/layers/attention",
+    "test/registered/unit/layers/attention/linear",
+}
+ATTENTION_KIT = "sglang.test.kits.attention_unittest"
+KIT_TESTS = "test/registered/attention/unittests/"
+
+
+def _new_registered_tests(series_tree) -> dict[str, str]:
+    return {
+        change.path: change.after.decode()
+        for change in series_changes(series_tree)
+        if change.path.startswith(REGISTERED)
+        and change.before is None
+        and change.after is not None
+        and change.path.rsplit("/", 1)[1].startswith("test_")
+    }
+
+
+def test_registered_tests_sit_in_upstreams_folders(series_tree):
+    tests = _new_registered_tests(series_tree)
+    assert tests, "the series adds no registered test"
+    outside = sorted(p for p in tests if p.rsplit("/", 1)[0] not in UPSTREAM_FOLDERS)
+    assert not outside, outside
+
+
+def test_attention_kit_gpu_tests_sit_with_upstreams(series_tree):
+    """A GPU test built on sglang's attention test kit sits where upstream's sit. (A CPU
+    test that builds a backend with the kit is a unit test of that backend's module.)"""
+    tests = _new_registered_tests(series_tree)
+    kit_tests = {
+        p
+        for p, source in tests.items()
+        if ATTENTION_KIT in source
+        and any(m == "register_cuda_ci" for m, _ in _effective_suites(source))
+    }
+    assert kit_tests, "the series adds no GPU test on the attention kit"
+    assert {p for p in kit_tests if not p.startswith(KIT_TESTS)} == set()
