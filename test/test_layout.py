@@ -1,5 +1,6 @@
-"""Imports run one way: queue and debug never import drift; nothing imports cli; no module
-imports itself through others (no circle).
+"""Imports run one way: queue and debug never import drift; realserver never imports drift or
+servercost (which imports both); nothing imports cli; no module imports itself through others
+(no circle).
 
 Read from the source (every ``import`` and ``from ... import``, at any depth),
 so a lazy import inside a function counts too.
@@ -21,7 +22,13 @@ FORBIDDEN = {
     "apply": {"gdn_parity.drift", "gdn_parity.debug", "gdn_parity.cli"},
     "sandbox": {"gdn_parity.drift", "gdn_parity.apply", "gdn_parity.cli"},
     "drift": {"gdn_parity.cli", "gdn_parity.apply"},
-    "realserver": {"gdn_parity.drift", "gdn_parity.apply", "gdn_parity.cli"},
+    "realserver": {
+        "gdn_parity.drift",
+        "gdn_parity.apply",
+        "gdn_parity.cli",
+        "gdn_parity.servercost",
+    },
+    "servercost": {"gdn_parity.apply", "gdn_parity.cli"},
 }
 
 

@@ -42,6 +42,7 @@ REQUIRED = {
     "trace-diff": ["BASE", "SPEC"],
     "repro": ["--base-url", "http://h:1", "--spec-url", "http://h:1"],
     "server-parity": ["PLAN", "--out", "OUT"],
+    "server-cost": ["PLAN", "--out", "OUT"],
     "model-dir": ["tiny", "OUT"],
 }
 DIGEST = {"sha256": "s", "dtype": "bfloat16", "shape": [1], "absmax": 1.0, "l2": 1.0}
@@ -727,6 +728,7 @@ REFUSED_BY_THE_VERB = {
     "repro": (["--base-url", "ftp://h", "--spec-url", "http://h:1"], "is not an http(s) URL"),
     "trace-diff": (["{tmp}/nowhere", "{tmp}/nowhere"], "cannot read"),
     "server-parity": (["{tmp}/nowhere.toml", "--out", "{tmp}/out"], "cannot read"),
+    "server-cost": (["{tmp}/nowhere.toml", "--out", "{tmp}/out"], "cannot read"),
 }
 
 
@@ -806,6 +808,8 @@ def test_an_unknown_option_before_the_verb_is_the_top_levels(args, run_cli):
         (["harness-server", "--trace", "", "--port", "70000"], "--trace"),
         (["server-parity", "", "--out", "x"], "plan"),
         (["server-parity", "x", "--out", "", "--set", "1=2"], "--out"),
+        (["server-cost", "", "--out", "x"], "plan"),
+        (["server-cost", "x", "--out", "", "--set", "1=2"], "--out"),
     ],
 )  # fmt: skip
 def test_an_empty_path_is_refused(args, option, tmp_path, run_cli):

@@ -1,7 +1,7 @@
 """A stand-in for ``python -m sglang.launch_server``: copied into a temporary tree as
 ``python/sglang/launch_server.py``, it serves sglang's ``GET /health_generate``,
-``POST /generate`` (``output_ids``, ``meta_info``) and ``POST /flush_cache`` on the port it
-is given.
+``POST /generate`` (``output_ids``, ``meta_info``), ``POST /flush_cache`` and
+``GET /server_info`` on the port it is given.
 
 Its output for a prompt is a fixed function of the prompt (``tokens``), the same on a Base
 and a speculative server unless the environment says otherwise:
@@ -16,7 +16,15 @@ and a speculative server unless the environment says otherwise:
 - ``FAKE_SGLANG_NEVER_HEALTHY=1``: ``/health_generate`` answers 503 forever;
 - ``FAKE_SGLANG_IGNORE_SIGTERM=1``: it and its child ignore SIGTERM;
 - ``FAKE_SGLANG_GATHER=N``: each request waits (up to 5 s) until N are in flight;
-- ``FAKE_SGLANG_HOLD=S``: each request waits S seconds before it answers.
+- ``FAKE_SGLANG_HOLD=S``: each request waits S seconds before it answers;
+- ``FAKE_SGLANG_STEP_MS=P,S``: ``meta_info`` reports a prefill of P ms and S ms a step:
+  ``e2e_latency`` = (P + steps x S) / 1000 for steps = the tokens after the first, over
+  ``SGLANG_SIMULATE_ACC_LEN`` (rounded up) on a speculative server, which reports them as
+  ``spec_verify_ct``; without it, ``e2e_latency`` is the request's wall time and
+  ``spec_verify_ct`` the tokens;
+- ``FAKE_SGLANG_RETRACT=rid;...``: those requests report ``num_retractions`` 1;
+- ``FAKE_SGLANG_MAX_RUNNING=N``, ``FAKE_SGLANG_TOKEN_CAPACITY=T``: what ``/server_info``
+  says the server holds (default 1024 requests, 10**9 tokens).
 
 Like sglang, it starts a child process that dies with its parent (``PR_SET_PDEATHSIG``), and
 with ``SGLANG_GDN_STATE_TRACE=<dir>`` writes a GDN state trace in 0001's format: Base
@@ -29,6 +37,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -154,9 +163,11 @@ class Server:
         assert body["stream"] is False and isinstance(body["rid"], str)
         assert params["temperature"] == 0.0 and params["ignore_eos"] is True
         prompt, rid, count = body["input_ids"], body["rid"], params["max_new_tokens"]
+        began = time.monotonic()
         with self.condition:
             self.in_flight += 1
-            record("request", rid=rid, input_ids=prompt, in_flight=self.in_flight)
+            record("request", rid=rid, input_ids=prompt, in_flight=self.in_flight,
+                   max_new_tokens=count)  # fmt: skip
             self.condition.notify_all()
             if self.in_flight >= int(os.environ.get("FAKE_SGLANG_GATHER", "0")):
                 self.gathered = True  # until the batch is done: the others go too
@@ -164,11 +175,21 @@ class Server:
                 record("gather-timeout", rid=rid)
         time.sleep(float(os.environ.get("FAKE_SGLANG_HOLD", "0")))
         output = tokens(prompt, count)
-        meta = {"id": rid, "prompt_tokens": len(prompt), "completion_tokens": count}
+        meta = {"id": rid, "prompt_tokens": len(prompt), "completion_tokens": count,
+                "num_retractions": int(rid in os.environ.get("FAKE_SGLANG_RETRACT", "").split(";")),
+                "e2e_latency": time.monotonic() - began}  # fmt: skip
+        steps = count
+        if os.environ.get("FAKE_SGLANG_STEP_MS"):
+            prefill_ms, step_ms = map(float, os.environ["FAKE_SGLANG_STEP_MS"].split(","))
+            accept = (
+                float(os.environ.get("SGLANG_SIMULATE_ACC_LEN", "1")) if self.speculative else 1
+            )
+            steps = math.ceil((count - 1) / accept)
+            meta["e2e_latency"] = (prefill_ms + steps * step_ms) / 1e3
         if self.speculative:
             if rid in self.diverge:
                 output[self.diverge[rid]] = (output[self.diverge[rid]] + 1) % VOCAB
-            meta.update(spec_verify_ct=count, spec_accept_rate=0.0, spec_accept_length=1.0)
+            meta.update(spec_verify_ct=steps, spec_accept_rate=0.0, spec_accept_length=1.0)
         if self.trace is not None:
             self.trace.request(
                 rid, prompt, output, self.state_diverge.get(rid) if self.speculative else None
@@ -195,15 +216,27 @@ def handler(server: Server) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             if self.path == "/health_generate":
                 self.answer(200 if server.healthy() else 503)
+            elif self.path == "/server_info":
+                record("server_info")
+                state = {
+                    "effective_max_running_requests_per_dp": int(
+                        os.environ.get("FAKE_SGLANG_MAX_RUNNING", "1024")
+                    ),
+                    "memory_usage": {
+                        "token_capacity": int(os.environ.get("FAKE_SGLANG_TOKEN_CAPACITY", 10**9))
+                    },
+                }
+                self.answer(200, {"internal_states": [state], "version": "fake"})
             else:
                 self.answer(404)
 
         def do_POST(self) -> None:
-            if self.path == "/flush_cache":
-                record("flush", in_flight=server.in_flight)
+            path, _, query = self.path.partition("?")
+            if path == "/flush_cache":
+                record("flush", in_flight=server.in_flight, query=query)
                 self.answer(400 if server.in_flight else 200)
                 return
-            if self.path != "/generate":
+            if path != "/generate":
                 self.answer(404)
                 return
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

@@ -1,6 +1,7 @@
-"""A bench for ``gdn-parity server-parity`` on CPU: a fake sglang tree (``fake_sglang``),
-model and draft directories, plans written from dicts, the runner's CLI, and the fake's
-records of what it was asked (every start, health answer and request)."""
+"""A bench for ``gdn-parity server-parity`` and ``server-cost`` on CPU: a fake sglang tree
+(``fake_sglang``), model and draft directories, plans written from dicts, the runner's CLI,
+and the fake's records of what it was asked (every start, health answer, request and, for
+``server-cost``, bandwidth probe: ``cost_python`` stands in for the servers' Python)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from gdn_parity.drift.model.config import SIZES
+from gdn_parity.drift.modeldir.configs import target_config
 
 HELPERS = Path(__file__).resolve().parent
 
@@ -66,6 +70,31 @@ class Rig:
         self.records = root / "records"
         self.records.mkdir()
         self.out = root / "out"
+        self.python = Path(sys.executable)  # the plan's ${PYTHON}
+
+    def cost_python(self, bytes_per_s: float | None) -> Path:
+        """An interpreter for a cost plan: ``sys.executable``, but its copy probe records a
+        ``probe`` event and prints ``bytes_per_s`` (None: fails as on a machine without CUDA)."""
+        wrapper = self.root / "cost-python"
+        wrapper.write_text(
+            f"#!{sys.executable}\n"
+            "import json, os, sys, time\n"
+            "if sys.argv[1:3] == ['-m', 'gdn_parity.servercost.copyprobe']:\n"
+            "    event = {'event': 'probe', 'server': os.environ.get('FAKE_SGLANG_NAME'),\n"
+            "             'pid': os.getpid(), 'time': time.time(),\n"
+            "             'pythonpath': os.environ.get('PYTHONPATH')}\n"
+            "    path = os.path.join(os.environ['FAKE_SGLANG_RECORD'], 'events.jsonl')\n"
+            "    with open(path, 'a') as f:\n"
+            "        f.write(json.dumps(event) + '\\n')\n"
+            f"    if {bytes_per_s!r} is None:\n"
+            "        sys.exit('copyprobe: torch sees no CUDA device')\n"
+            f"    print(json.dumps({{'bytes_per_s': {bytes_per_s!r}, 'device': 'fake GPU'}}))\n"
+            "    sys.exit(0)\n"
+            f"os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])\n"
+        )
+        wrapper.chmod(0o755)
+        self.python = wrapper
+        return wrapper
 
     def draft(self, gamma: int) -> Path:
         draft = self.root / f"draft-g{gamma}"
@@ -90,19 +119,31 @@ class Rig:
         path.write_text(toml(data))
         return path
 
+    def cost_plan(self, servers: dict, benchmarks: dict, **top) -> Path:
+        """A cost plan of size tiny, whose geometry the fake model's config.json gets."""
+        config = target_config(SIZES["tiny"])
+        (self.model / "config.json").write_text(json.dumps(config))
+        data = {"python": "${PYTHON}", "size": "tiny", **top, "servers": servers,
+                "benchmarks": benchmarks}  # fmt: skip
+        path = self.root / "plan.toml"
+        path.write_text(toml(data))
+        return path
+
     def env(self) -> dict[str, str]:
         return {**os.environ, "FAKE_SGLANG_RECORD": str(self.records)}
 
-    def args(self, plan: Path, *extra: str) -> list[str]:
+    def args(self, plan: Path, *extra: str, verb: str = "server-parity") -> list[str]:
         return [
-            sys.executable, "-m", "gdn_parity.cli", "server-parity", str(plan),
+            sys.executable, "-m", "gdn_parity.cli", verb, str(plan),
             "--out", str(self.out), "--set", f"TREE={self.tree}", "--set",
-            f"PYTHON={sys.executable}", *extra,
+            f"PYTHON={self.python}", *extra,
         ]  # fmt: skip
 
-    def run(self, plan: Path, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    def run(
+        self, plan: Path, *extra: str, timeout: float = 120, verb: str = "server-parity"
+    ) -> subprocess.CompletedProcess:
         return subprocess.run(
-            self.args(plan, *extra), capture_output=True, text=True, env=self.env(),
+            self.args(plan, *extra, verb=verb), capture_output=True, text=True, env=self.env(),
             timeout=timeout,
         )  # fmt: skip
 

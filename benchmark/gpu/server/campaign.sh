@@ -3,13 +3,17 @@
 # server runs, one after another, each into its own folder of OUTDIR, with a line per step in
 # OUTDIR/campaign.log. poll.sh waits on it. A step that fails is logged and the next one runs.
 # Steps (default: all, in this order): refusals reporter graphs-bf16 graphs-bf16-triton
-# graphs-fp32 graphs-fp8kv gemm.
+# graphs-fp32 graphs-fp8kv gemm cost. The 27b-8l model directory is written before the first
+# step that needs it; cost writes the 64-layer 27b's configs (no weights: --load-format dummy).
+# cost (plans/cost-27b.toml) takes about 2 hours on an H200 (1.5 to 3): 14 server starts,
+# each loading and capturing graphs, then 1.2 M prompt tokens and 811 new tokens a request
+# per batch size. It needs an H200's memory for batch 64 (the plan says why).
 # Usage: setsid bash benchmark/gpu/server/campaign.sh OUTDIR [STEP...] > /dev/null 2>&1 &
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=$1; shift
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(refusals reporter graphs-bf16 graphs-bf16-triton graphs-fp32 graphs-fp8kv gemm)
+[ ${#steps[@]} -gt 0 ] || steps=(refusals reporter graphs-bf16 graphs-bf16-triton graphs-fp32 graphs-fp8kv gemm cost)
 source benchmark/gpu/server/env.sh
 trees=${TREES:-/tmp/srv-trees}
 models=${MODELS:-/tmp/srv-models}
@@ -23,13 +27,21 @@ graphs() {  # graphs NAME SSM_DTYPE KV_DTYPE MM_DEEPGEMM
     --out "$out/$1" "${vars[@]}" --set "SSM_DTYPE=$2" --set "KV_DTYPE=$3" --set "MM_DEEPGEMM=$4"
 }
 log "campaign: ${steps[*]}"
-if [ ! -f "$models/27b-8l/target/config.json" ]; then
-  log "model-dir 27b-8l"
-  python3 -m gdn_parity.cli model-dir 27b-8l "$models/27b-8l" --device cuda >> "$out/model-dir.log" 2>&1 ||
-    { log "model-dir failed (exit $?)"; exit 1; }
-fi
+model_dir() {  # model_dir SIZE [ARGS...]: write $models/SIZE once
+  [ -f "$models/$1/target/config.json" ] && return 0
+  log "model-dir $1"
+  python3 -m gdn_parity.cli model-dir "$1" "$models/$1" "${@:2}" >> "$out/model-dir.log" 2>&1 ||
+    { log "model-dir $1 failed (exit $?)"; exit 1; }
+}
+cost() {
+  model_dir 27b --no-weights
+  python3 -m gdn_parity.cli server-cost benchmark/gpu/server/plans/cost-27b.toml --out "$out/cost" \
+    --set "SERVER_PYTHON=$(command -v python3)" --set "TREE_SERIES=$trees/series" \
+    --set "MODEL_DIR=$models/27b/target" --set "DRAFT=$models/27b/draft" --set SSM_DTYPE=float32
+}
 for step in "${steps[@]}"; do
   log "start $step"
+  case $step in refusals|reporter|graphs-*) model_dir 27b-8l --device cuda ;; esac
   case $step in
     refusals) bash benchmark/gpu/server/refusals.sh "$out/refusals" "$models/27b-8l/target" "$models/27b-8l/draft" ;;
     reporter) python3 -m gdn_parity.cli server-parity benchmark/gpu/server/plans/reporter-diagnostic.toml \
@@ -40,6 +52,7 @@ for step in "${steps[@]}"; do
     graphs-fp8kv) graphs graphs-fp8kv bfloat16 fp8_e4m3 1 ;;
     gemm) timeout 900 python3 benchmark/gpu/server/deepgemm_rows.py --tree "$trees/series" \
             --out "$out/gemm" --shapes 27b.in_proj_qkvz,27b.in_proj_ba,27b.o_proj,27b.down,27b.gate_up ;;
+    cost) cost ;;
     *) log "unknown step $step"; continue ;;
   esac
   log "end $step: exit $?"

@@ -104,10 +104,12 @@ def _http_error(url: str, exc: urllib.error.HTTPError) -> str:
     return line
 
 
-def flush_cache(base_url: str, timeout: float) -> None:
+def flush_cache(base_url: str, timeout: float, wait_s: float = 0.0) -> None:
     """``POST /flush_cache``: empty the server's radix cache, so that what a request finds
-    cached does not depend on the requests before it (sglang refuses while any runs)."""
-    url = base_url.rstrip("/") + "/flush_cache"
+    cached does not depend on the requests before it (sglang refuses while any runs). With
+    ``wait_s``, sglang waits up to that long for its running requests to leave
+    (``?timeout=``, 0.5.23's ``SchedulerFlushWrapper``)."""
+    url = base_url.rstrip("/") + "/flush_cache" + (f"?timeout={wait_s:g}" if wait_s else "")
     request = urllib.request.Request(url, data=b"", method="POST")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:

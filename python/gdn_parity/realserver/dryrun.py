@@ -14,7 +14,7 @@ from gdn_parity.realserver.process import HEALTH_PATH
 from gdn_parity.realserver.schedule import Compare, Start, schedule
 
 
-def _count(n: int, noun: str) -> str:
+def count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
@@ -22,8 +22,8 @@ def dry_run_lines(plan: RunPlan, out: Path, environ: Mapping[str, str]) -> Itera
     steps = schedule(plan)
     starts = sum(isinstance(s, Start) for s in steps)
     yield (
-        f"plan {plan.path}: {_count(len(plan.comparisons), 'comparison')}, "
-        f"{_count(len(plan.servers), 'server')}, {_count(starts, 'start')}, one at a time, "
+        f"plan {plan.path}: {count(len(plan.comparisons), 'comparison')}, "
+        f"{count(len(plan.servers), 'server')}, {count(starts, 'start')}, one at a time, "
         "at most two servers up"
     )
     yield f"results: {out}/results.json, {out}/results.md; logs: {out}/logs/"

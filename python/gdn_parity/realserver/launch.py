@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdn_parity.realserver.plan import TRACE_ENV, RunPlan, ServerSpec
+from gdn_parity.realserver.plan import TRACE_ENV, ServerPlan, ServerSpec
 
 HOST = "127.0.0.1"
 RANDOM_SEED = 0
@@ -50,7 +50,7 @@ def start_label(name: str, instance: int) -> str:
     return name if instance == 1 else f"{name}-{instance}"
 
 
-def server_argv(python: str, plan: RunPlan, server: ServerSpec, port: str) -> list[str]:
+def server_argv(python: str, plan: ServerPlan, server: ServerSpec, port: str) -> list[str]:
     argv = [
         python, "-m", "sglang.launch_server",
         "--model-path", str(server.model),
@@ -74,7 +74,7 @@ def server_argv(python: str, plan: RunPlan, server: ServerSpec, port: str) -> li
 
 
 def server_env(
-    plan: RunPlan, server: ServerSpec, trace_dir: Path | None, environ: Mapping[str, str]
+    plan: ServerPlan, server: ServerSpec, trace_dir: Path | None, environ: Mapping[str, str]
 ) -> dict[str, str]:
     env = {**plan.common_env, **server.env}
     after = env.get("PYTHONPATH", environ.get("PYTHONPATH", ""))
@@ -85,7 +85,7 @@ def server_env(
 
 
 def launch_for(
-    plan: RunPlan,
+    plan: ServerPlan,
     python: str,
     server: ServerSpec,
     instance: int,

@@ -9,6 +9,7 @@ defaults where they have one (``EXAMPLE``, which the tests read as a plan):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -126,7 +127,10 @@ class ComparisonSpec:
 
 
 @dataclass(frozen=True)
-class RunPlan:
+class ServerPlan:
+    """What every plan of real servers holds: the interpreter, the limits, the flags and
+    environment every server gets, and the servers (``server-cost``'s plans too)."""
+
     path: Path
     python: str
     stop_grace: float
@@ -134,13 +138,17 @@ class RunPlan:
     common_args: tuple[str, ...]
     common_env: Mapping[str, str]
     servers: Mapping[str, ServerSpec]
+
+
+@dataclass(frozen=True)
+class RunPlan(ServerPlan):
     comparisons: tuple[ComparisonSpec, ...]
 
 
 _REQUIRED = object()
 
 
-class _Table:
+class PlanTable:
     """One TOML table of the plan, read key by key; ``done`` refuses the keys not read."""
 
     def __init__(self, data: Any, where: str, error: Callable[[str, str], PlanError]) -> None:
@@ -168,11 +176,8 @@ class _Table:
             )
 
 
-def load_plan(
-    path: Path, given: Mapping[str, str], environ: Mapping[str, str] | None = None
-) -> RunPlan:
-    """Read and check ``path``; ``${NAME}`` comes from ``given`` (``--set``), else ``environ``."""
-    environ = os.environ if environ is None else environ
+def read_toml(path: Path, given: Mapping[str, str], environ: Mapping[str, str]) -> dict:
+    """``path`` parsed, once every ``${NAME}`` in it is set in ``given`` or ``environ``."""
     try:
         data = tomllib.loads(path.read_text())
     except OSError as exc:
@@ -186,18 +191,28 @@ def load_plan(
         names = ", ".join(f"${{{n}}}" for n in unset)
         sets = " ".join(f"--set {n}=..." for n in unset)
         raise PlanError(f"{path}: {names} not set (pass {sets}, or export them)")
-    return _Reader(path, given, environ).plan(data)
+    return data
 
 
-class _Reader:
+def load_plan(
+    path: Path, given: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> RunPlan:
+    """Read and check ``path``; ``${NAME}`` comes from ``given`` (``--set``), else ``environ``."""
+    environ = os.environ if environ is None else environ
+    return PlanReader(path, given, environ).plan(read_toml(path, given, environ))
+
+
+class PlanReader:
+    """Reads a parsed plan's tables, checking each value's kind; errors name the key."""
+
     def __init__(self, path: Path, given: Mapping[str, str], environ: Mapping[str, str]):
         self.path, self.given, self.environ = path, given, environ
 
     def error(self, where: str, message: str) -> PlanError:
         return PlanError(f"{self.path}: {where}: {message}")
 
-    def table(self, data: Any, where: str) -> _Table:
-        return _Table(data, where, self.error)
+    def table(self, data: Any, where: str) -> PlanTable:
+        return PlanTable(data, where, self.error)
 
     # Kinds: (value, where) -> the checked value.
 
@@ -298,8 +313,13 @@ class _Reader:
                 )
         return args
 
-    def plan(self, data: dict) -> RunPlan:
-        top = self.table(data, "")
+    def tables(self, value: Any, where: str) -> dict:
+        return self.table(value, where).data
+
+    def server_plan(self, top: PlanTable, users: str) -> tuple[ServerPlan, dict]:
+        """The plan's shared keys and servers from ``top``, and the table of what uses the
+        servers (``users``: ``comparisons``, ``benchmarks``), unread. The caller reads its own
+        keys of ``top``, if any, then calls ``top.done()``."""
         python = top.take("python", self.string)
         start_timeout = top.take("start_timeout", self.seconds, 900.0)
         stop_grace = top.take("stop_grace", self.seconds, 30.0)
@@ -308,31 +328,35 @@ class _Reader:
         common_args = common.take("args", self.args, ())
         common_env = common.take("env", self.env, {})
         common.done()
-        servers_data = top.take("servers", lambda v, w: self.table(v, w).data)
-        comparisons_data = top.take("comparisons", lambda v, w: self.table(v, w).data)
-        top.done()
+        servers_data = top.take("servers", self.tables)
+        users_data = top.take(users, self.tables)
         if not servers_data:
             raise self.error("servers", "names no server")
-        if not comparisons_data:
-            raise self.error("comparisons", "names no comparison")
+        if not users_data:
+            raise self.error(users, f"names no {users.removesuffix('s')}")
         servers = {
             name: self.server(name, value, start_timeout) for name, value in servers_data.items()
         }
-        comparisons = tuple(self.comparison(n, v, servers) for n, v in comparisons_data.items())
-        used = {c.base for c in comparisons} | {c.spec for c in comparisons}
+        shared = ServerPlan(
+            self.path, python, stop_grace, request_timeout, common_args, common_env, servers
+        )
+        return shared, users_data
+
+    def refuse_unused(self, servers: Mapping[str, ServerSpec], used: set[str], users: str) -> None:
         unused = [name for name in servers if name not in used]
         if unused:
-            raise self.error(f"servers.{unused[0]}", "is in no comparison (remove it)")
-        return RunPlan(
-            self.path,
-            python,
-            stop_grace,
-            request_timeout,
-            common_args,
-            common_env,
-            servers,
-            comparisons,
+            raise self.error(f"servers.{unused[0]}", f"is in no {users} (remove it)")
+
+    def plan(self, data: dict) -> RunPlan:
+        top = self.table(data, "")
+        shared, comparisons_data = self.server_plan(top, "comparisons")
+        top.done()
+        servers = shared.servers
+        comparisons = tuple(self.comparison(n, v, servers) for n, v in comparisons_data.items())
+        self.refuse_unused(
+            servers, {c.base for c in comparisons} | {c.spec for c in comparisons}, "comparison"
         )
+        return RunPlan(**shared_fields(shared), comparisons=comparisons)
 
     def server(self, name: str, data: Any, start_timeout: float) -> ServerSpec:
         where = f"servers.{name}"
@@ -404,6 +428,11 @@ class _Reader:
         return c
 
 
+def shared_fields(plan: ServerPlan) -> dict[str, Any]:
+    """``plan``'s fields by name, for a plan of a kind built on it (not deep-copied)."""
+    return {f.name: getattr(plan, f.name) for f in dataclasses.fields(ServerPlan)}
+
+
 def _executable(python: str) -> Path | None:
     if "/" in python:
         path = Path(python).expanduser().absolute()
@@ -412,7 +441,7 @@ def _executable(python: str) -> Path | None:
     return Path(found) if found else None
 
 
-def resolve_python(plan: RunPlan) -> Path:
+def resolve_python(plan: ServerPlan) -> Path:
     """The plan's interpreter as an absolute path; an error when it is not one."""
     found = _executable(plan.python)
     if found is None:
@@ -433,7 +462,7 @@ def _config(directory: Path, where: str) -> dict:
     return data
 
 
-def check_paths(plan: RunPlan) -> Path:
+def check_paths(plan: ServerPlan) -> Path:
     """What a real run needs here, checked before any server starts; the interpreter."""
     python = resolve_python(plan)
     for server in plan.servers.values():

@@ -86,7 +86,8 @@ def _differing(results: RunResults) -> Iterable[str]:
         yield f"| {c.name} | {b.batch} | {r.index} | `{r.rid}` | {token} | {state} |"
 
 
-def _server(s: ServerRun) -> Iterable[str]:
+def server_lines(s: ServerRun) -> Iterable[str]:
+    """A server start's section: how it came up or failed, its stop, log, command line."""
     yield ""
     yield f"### {s.label} ({s.mode}{'' if s.gamma is None else f', gamma {s.gamma}'})"
     yield ""
@@ -146,5 +147,5 @@ def render(results: RunResults) -> str:
     lines = summary(results)
     lines += ["", *_request_zero(results), *_differing(results), "", "## Server starts"]
     for s in results.servers:
-        lines += _server(s)
+        lines += server_lines(s)
     return "\n".join(lines) + "\n"

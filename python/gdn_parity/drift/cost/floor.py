@@ -6,15 +6,14 @@ layer and its GDN state once per GDN layer, and writes the state back: once in
 decode, once per verified token in verify (sglang keeps a snapshot of every draft
 step for the commit). Activations are a rounding error at these sizes and are left
 out. The bandwidth is a device-to-device copy's, reads and writes counted, measured
-in the process that times the steps.
+in the process that times the steps. Only the bandwidth needs torch (imported there):
+``server-cost``'s runner counts the bytes without it.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-
-import torch
 
 from gdn_parity.drift.model.config import ModelConfig
 
@@ -56,6 +55,8 @@ def step_bytes(
 def copy_bandwidth() -> float:
     """Device-to-device copy bandwidth of the current CUDA device in bytes/s, reads and
     writes counted (the median of 10 copies of 1 GiB)."""
+    import torch
+
     src = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     dst.copy_(src)
