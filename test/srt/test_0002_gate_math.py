@@ -1,13 +1,21 @@
-"""Patch 0002: every GDN site computes the same g and beta (CPU, Triton interpreter).
+"""Patch 0002: one definition of the gate math, and every site's bits as in 0.5.23
+(CPU, Triton interpreter).
 
 The sites are the real kernels of the patched tree: packed decode, the GDN path
 of the target-verify kernel, prefill gating, and the ReplaySSM decode and spec
 kernels. Decode, verify and ReplaySSM decode are read through the stored state
 (see ``gdn_probes.py``); prefill gating returns g and beta, and the ReplaySSM
-spec kernel stores them in its ring.
+spec kernel stores them in its ring. sglang 0.5.23's kernels cannot be imported
+beside the patched ones, so this file, run as a script, computes their values
+in a process of its own on the 0.5.23 tree.
 """
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -155,34 +163,110 @@ def prefill_gating(inputs, probe):
 
 
 SITES = {
+    "packed_decode": packed_decode,
     "target_verify": target_verify,
     "prefill_gating": prefill_gating,
     "replayssm_decode": replayssm_decode,
     "replayssm_spec_decode": replayssm_spec_decode,
 }
+# Whether each site rounds beta through b's dtype; the patch states it at each call.
+ROUNDS_BETA = {
+    "packed_decode": True,
+    "target_verify": False,
+    "prefill_gating": True,
+    "replayssm_decode": True,
+    "replayssm_spec_decode": False,
+}
 
 
-@pytest.mark.parametrize("probe", PROBES)
+def site_values() -> dict[str, torch.Tensor]:
+    """Every site's g and beta for every dtype, keyed ``site/dtype/probe``."""
+    values = {}
+    for dtype in DTYPES:
+        inputs = random_gate_inputs(dtype, seed=DTYPES.index(dtype))
+        for site, run in SITES.items():
+            for probe in PROBES:
+                values[f"{site}/{dtype}/{probe}"] = run(inputs, probe)
+    return values
+
+
+def site_values_on(tree: Path, out: Path) -> dict[str, torch.Tensor]:
+    """``site_values()`` on another tree's sglang, in a process of its own."""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    test_dir = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [test_dir, env.get("PYTHONPATH")]))
+    subprocess.run(
+        [sys.executable, __file__, str(tree), str(out)], check=True, env=env, timeout=900
+    )
+    return torch.load(out)
+
+
+@pytest.fixture(scope="module")
+def release_values(series, tmp_path_factory) -> dict[str, torch.Tensor]:
+    """The sites' values on sglang 0.5.23's kernels (the 0.5.23 variant's tree)."""
+    from gdn_parity.drift.run.variants import variant_named, variant_tree
+
+    tree = variant_tree(series, variant_named("0.5.23"))
+    return site_values_on(tree, tmp_path_factory.mktemp("release") / "values.pt")
+
+
+@pytest.mark.slow
+def test_every_site_keeps_its_release_bits(sglang_tree, release_values):
+    """The patch changes no default bits: each site's g and beta equal 0.5.23's. A site
+    whose beta rounding is flipped fails here in bf16 and fp16 (b = -0.5 rounds)."""
+    patched = site_values()
+    assert sorted(patched) == sorted(release_values)
+    changed = [key for key in patched if not torch.equal(patched[key], release_values[key])]
+    assert not changed, changed
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("site", sorted(SITES))
-def test_site_gate_equals_packed_decode(sglang_tree, site, dtype, probe):
+def test_site_g_equals_packed_decode(sglang_tree, site, dtype):
     inputs = random_gate_inputs(dtype, seed=DTYPES.index(dtype))
-    reference = packed_decode(inputs, probe)
-    assert torch.equal(SITES[site](inputs, probe), reference)
+    assert torch.equal(SITES[site](inputs, "g"), packed_decode(inputs, "g"))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_beta_is_rounded_through_the_dtype_of_b(sglang_tree, dtype):
-    """The series keeps 0.5.23's decode choice (GDN_BETA_ROUND_TO_INPUT_DTYPE)."""
-    inputs = random_gate_inputs(dtype, seed=7)
-    beta = packed_decode(inputs, "beta")
-    assert torch.equal(beta.to(dtype).float(), beta)
-    assert torch.allclose(beta, torch.sigmoid(inputs.b.float()), rtol=2**-7, atol=0)
+@pytest.mark.parametrize("site", sorted(SITES))
+def test_site_beta_keeps_its_rounding(sglang_tree, site, dtype):
+    """Decode, prefill gating and ReplaySSM decode round beta through b's dtype; target
+    verify and the ReplaySSM spec kernel keep it in fp32, the same fp32 value."""
+    inputs = random_gate_inputs(dtype, seed=DTYPES.index(dtype))
+    beta = SITES[site](inputs, "beta")
+    fp32 = target_verify(inputs, "beta")
+    assert torch.allclose(fp32, torch.sigmoid(inputs.b.float()), rtol=1e-6, atol=0)
+    if ROUNDS_BETA[site]:
+        assert torch.equal(beta, fp32.to(dtype).float())
+    else:
+        assert torch.equal(beta, fp32)
+    if dtype != torch.float32:
+        assert not torch.equal(fp32.to(dtype).float(), fp32), "b = -0.5 must round"
 
 
-def test_gdn_gate_rejects_softplus_beta_other_than_one(sglang_tree):
+@pytest.mark.parametrize("softplus_beta", [1.0, 2.0])
+def test_prefill_gating_keeps_its_softplus_beta(sglang_tree, softplus_beta):
+    """``fused_gdn_gating(beta=...)`` computes log(1 + exp(beta * x)) / beta, as before."""
     from sglang.kernels.ops.attention.linear.fused_gdn_gating import fused_gdn_gating
 
-    inputs = random_gate_inputs(torch.bfloat16, seed=0)
-    with pytest.raises(ValueError, match="softplus beta=1.0"):
-        fused_gdn_gating(inputs.A_log, inputs.a, inputs.b, inputs.dt_bias, beta=2.0)
+    inputs = random_gate_inputs(torch.float32, seed=0)
+    g, _ = fused_gdn_gating(
+        inputs.A_log, inputs.a, inputs.b, inputs.dt_bias, beta=softplus_beta
+    )
+    x = (inputs.a + inputs.dt_bias).double()
+    softplus = torch.where(
+        softplus_beta * x <= 20.0, torch.log1p(torch.exp(softplus_beta * x)) / softplus_beta, x
+    )
+    expected = -torch.exp(inputs.A_log.double()) * softplus
+    assert torch.allclose(g[0].double(), expected, rtol=1e-5, atol=1e-6)
+
+
+if __name__ == "__main__":
+    # python test_0002_gate_math.py TREE OUT: site_values() on TREE's sglang, into OUT.
+    from gdn_parity.sandbox import torch_cpu_device, torchvision_shim, triton_interpreter_fixes
+
+    triton_interpreter_fixes.install()
+    torch_cpu_device.install()
+    torchvision_shim.install()
+    sys.path.insert(0, str(Path(sys.argv[1]) / "python"))
+    torch.save(site_values(), sys.argv[2])

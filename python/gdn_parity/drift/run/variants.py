@@ -55,7 +55,7 @@ ISOLATING = (
 
 VARIANTS = (
     Variant("0.5.23", "sglang 0.5.23's kernels (the series' fixes off)", 1, False),
-    Variant("beta-aligned", "the series, flag off: one gate math for every kernel", None, False),
+    Variant("beta-aligned", "the series, flag off: the default kernels", None, False),
     Variant("exact-parity", "the series with --gdn-verify-exact-parity", None, True),
     Variant(
         "deterministic",
