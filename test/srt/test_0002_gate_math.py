@@ -250,9 +250,7 @@ def test_prefill_gating_keeps_its_softplus_beta(sglang_tree, softplus_beta):
     from sglang.kernels.ops.attention.linear.fused_gdn_gating import fused_gdn_gating
 
     inputs = random_gate_inputs(torch.float32, seed=0)
-    g, _ = fused_gdn_gating(
-        inputs.A_log, inputs.a, inputs.b, inputs.dt_bias, beta=softplus_beta
-    )
+    g, _ = fused_gdn_gating(inputs.A_log, inputs.a, inputs.b, inputs.dt_bias, beta=softplus_beta)
     x = (inputs.a + inputs.dt_bias).double()
     softplus = torch.where(
         softplus_beta * x <= 20.0, torch.log1p(torch.exp(softplus_beta * x)) / softplus_beta, x
