@@ -1,7 +1,7 @@
-"""Patch 0008: packed decode's value-tile rule, as its commit message states it.
+"""Patches 0004 and 0008: packed decode's value-tile rule, as their messages state it.
 
-The rule narrows the tile only on SM90 (Hopper) with bf16 activations. Where bits
-are promised (--gdn-verify-exact-parity, whose decode and verify launch the steps
+0004 makes the tile batch-free where bits are promised; 0008 narrows it only on
+SM90 (Hopper) with bf16 activations. Where bits are promised (--gdn-verify-exact-parity, whose decode and verify launch the steps
 kernel, and batch-invariant mode under --enable-deterministic-inference) the tile
 comes from the dtypes and shape alone: fp32 states take BV=4, 2-byte states 16,
 at every batch. Elsewhere fp32 states take BV=4 at every batch; 2-byte states
@@ -107,9 +107,12 @@ def test_under_the_modes_the_tile_does_not_follow_the_batch(
 
 
 def test_sm100_batch_one_tile_is_not_taken_under_the_modes(sglang_tree, monkeypatch):
-    """0.5.23's SM100 case narrows the tile at batch 1 only: under the modes it is skipped."""
+    """0.5.23's SM100 case narrows the tile at batch 1 only: under the modes it is skipped
+    (0004). It asks ``get_platform().is_sm100`` (0008)."""
+    from sglang.srt.utils import common
+
     rule = _rule(monkeypatch, False)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
+    monkeypatch.setattr(common, "is_sm100_supported", lambda: True)
     mixed = torch.empty(1, 2560, dtype=BF16)
     state = torch.empty(1, 12, 128, 128, dtype=FP32)
     assert rule(mixed, state, 1, False) == 8
