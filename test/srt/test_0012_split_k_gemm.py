@@ -145,3 +145,16 @@ def test_the_64_bit_offsets_compute_the_same_product(bio):
     )  # fmt: skip
     expected = a.double() @ weight.double().t() + bias.double()
     assert torch.allclose(out.double(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_switch_off_sm90_is_ignored_with_one_warning(bio_default, monkeypatch, caplog):
+    """SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_SPLIT_K=1 off SM90: no split-K, one warning."""
+    monkeypatch.setattr(bio_default, "_ENABLE_MM_SPLIT_K", True)
+    answer_sm90(monkeypatch, False)
+    bio_default._log_split_k_ignored_off_sm90.cache_clear()
+    a = torch.empty(4, 5120, dtype=torch.bfloat16)
+    with caplog.at_level("WARNING", logger=bio_default.__name__):
+        plans = [bio_default._split_k_plan(a, 4, 96, 5120) for _ in range(3)]
+    assert plans == [None] * 3
+    ignored = [r for r in caplog.records if "ENABLE_MM_SPLIT_K=1 is ignored" in r.message]
+    assert len(ignored) == 1
