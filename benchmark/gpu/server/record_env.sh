@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Run on the GPU machine after install.sh: records the machine and the versions a server will
-# import in OUTDIR/server-env.txt, and imports what a server loads first (torch on the GPU,
-# sgl_kernel's SM90 ops, deep_gemm), so a broken install fails here, in seconds.
-# Usage: bash benchmark/gpu/server/record_env.sh OUTDIR
+# Run on the GPU machine after install.sh and trees.sh: records the machine and the versions a
+# server will import in OUTDIR/server-env.txt, and imports what a server loads first (torch on
+# the GPU, sgl_kernel's SM90 ops, deep_gemm, and the HTTP server's modules from TREE), so a
+# broken install fails here, in seconds, not after a server start. On 2026-12-07 two wheels
+# openai needs (sniffio, jiter) were missing, and every server exited while importing.
+# Usage: bash benchmark/gpu/server/record_env.sh OUTDIR [TREE]   (TREE: /tmp/srv-trees/series)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-out=${1:?usage: record_env.sh OUTDIR}
+out=${1:?usage: record_env.sh OUTDIR [TREE]}
+tree=${2:-${TREES:-/tmp/srv-trees}/series}
 source benchmark/gpu/server/env.sh
 mkdir -p "$out"
 {
@@ -24,4 +27,6 @@ print("python", sys.version.split()[0], "torch", torch.__version__, "triton", tr
       "device", torch.cuda.get_device_name(), "sm", torch.cuda.get_device_capability())
 PY
   echo "payload $(cat "$SITE/.payload")"
+  PYTHONPATH=$tree/python:$PYTHONPATH python3 -c "import sglang.srt.entrypoints.http_server" &&
+    echo "sglang.srt.entrypoints.http_server imports from $tree"
 } | tee -a "$out/server-env.txt"

@@ -29,7 +29,9 @@ cases=(
   "not-gdn|requires a hybrid GDN model||--model-path $llama --port 31001"
   "decode-backend|--linear-attn-decode-backend triton||--model-path $model --linear-attn-decode-backend flashinfer --port 31002"
   "ragged-verify|SGLANG_RAGGED_VERIFY_MODE=static|SGLANG_RAGGED_VERIFY_MODE=compact|--model-path $model ${spec[*]} --port 31003"
-  "replayssm|Remove --enable-linear-replayssm||--model-path $model --enable-linear-replayssm --port 31004"
+  # no_buffer without overlap: else sglang refuses ReplaySSM's cache strategy itself, first.
+  "replayssm|Remove --enable-linear-replayssm||--model-path $model --enable-linear-replayssm --mamba-radix-cache-strategy no_buffer --disable-overlap-schedule --port 31004"
+  "mixed-chunk|Remove --enable-mixed-chunk||--model-path $model --enable-mixed-chunk --mamba-radix-cache-strategy no_buffer --disable-overlap-schedule --port 31005"
 )
 pids=()
 for c in "${cases[@]}"; do
