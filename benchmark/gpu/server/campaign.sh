@@ -4,7 +4,9 @@
 # OUTDIR/campaign.log. poll.sh waits on it. A step that fails is logged and the next one runs.
 # Steps (default: all, in this order): refusals reporter graphs-bf16 graphs-bf16-triton
 # graphs-fp32 graphs-fp8kv gemm cost. The 27b-8l model directory is written before the first
-# step that needs it; cost writes the 64-layer 27b's configs (no weights: --load-format dummy).
+# step that needs it; cost and cost-slice write the 64-layer 27b's configs (no weights:
+# --load-format dummy). cost-slice (plans/cost-27b-slice.toml, not in the default list) is
+# three starts at one accept length, about 15 minutes: the first slice for a short lease.
 # cost (plans/cost-27b.toml) takes about 2 hours on an H200 (1.5 to 3): 14 server starts,
 # each loading and capturing graphs, then 1.2 M prompt tokens and 811 new tokens a request
 # per batch size. It needs an H200's memory for batch 64 (the plan says why).
@@ -33,9 +35,9 @@ model_dir() {  # model_dir SIZE [ARGS...]: write $models/SIZE once
   python3 -m gdn_parity.cli model-dir "$1" "$models/$1" "${@:2}" >> "$out/model-dir.log" 2>&1 ||
     { log "model-dir $1 failed (exit $?)"; exit 1; }
 }
-cost() {
+cost() {  # cost PLAN NAME
   model_dir 27b --no-weights
-  python3 -m gdn_parity.cli server-cost benchmark/gpu/server/plans/cost-27b.toml --out "$out/cost" \
+  python3 -m gdn_parity.cli server-cost "benchmark/gpu/server/plans/$1.toml" --out "$out/$2" \
     --set "SERVER_PYTHON=$(command -v python3)" --set "TREE_SERIES=$trees/series" \
     --set "MODEL_DIR=$models/27b/target" --set "DRAFT=$models/27b/draft" --set SSM_DTYPE=float32
 }
@@ -52,7 +54,8 @@ for step in "${steps[@]}"; do
     graphs-fp8kv) graphs graphs-fp8kv bfloat16 fp8_e4m3 1 ;;
     gemm) timeout 900 python3 benchmark/gpu/server/deepgemm_rows.py --tree "$trees/series" \
             --out "$out/gemm" --shapes 27b.in_proj_qkvz,27b.in_proj_ba,27b.o_proj,27b.down,27b.gate_up ;;
-    cost) cost ;;
+    cost) cost cost-27b cost ;;
+    cost-slice) cost cost-27b-slice cost-slice ;;
     *) log "unknown step $step"; continue ;;
   esac
   log "end $step: exit $?"
