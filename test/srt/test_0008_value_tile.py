@@ -1,9 +1,10 @@
 """Patches 0004 and 0008: packed decode's value-tile rule, as their messages state it.
 
 0004 makes the tile batch-free where bits are promised; 0008 narrows it only on
-SM90 (Hopper) with bf16 activations. Where bits are promised (--gdn-verify-exact-parity, whose decode and verify launch the steps
-kernel, and batch-invariant mode under --enable-deterministic-inference) the tile
-comes from the dtypes and shape alone: fp32 states take BV=4, 2-byte states 16,
+SM90 (Hopper) with bf16 activations. Where bits are promised
+(--gdn-verify-exact-parity, whose decode and verify launch the steps kernel, and
+batch-invariant mode under --enable-deterministic-inference) the tile comes from
+the dtypes and shape alone: fp32 states take BV=4, 2-byte states 16,
 at every batch. Elsewhere fp32 states take BV=4 at every batch; 2-byte states
 take 4 up to 48 x 128 value rows in the batch (requests x value heads x head
 dim), 16 up to 384 x 128 and 32 beyond. Everything else keeps 0.5.23's tile: 32,
