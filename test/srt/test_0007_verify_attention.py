@@ -32,6 +32,7 @@ import torch
 import triton
 import triton.language as tl
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from helpers.launches import recorded_launches
 from helpers.registered import run_registered
@@ -414,7 +415,7 @@ def test_graph_state_adds_the_rows_indptr_only(case):
 
 
 class _TensorsMade(TorchDispatchMode):
-    """The shape and dtype of every tensor an aten op allocates, outside the
+    """The shape and dtype of every tensor an aten op makes in new memory, outside the
     backend's kernel launches (which allocate none on the GPU; under the
     interpreter they make host copies)."""
 
@@ -439,10 +440,16 @@ class _TensorsMade(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if not self._in_kernel:
-            inputs = [id(a) for a in (*args, *kwargs.values())]
-            for t in out if isinstance(out, (tuple, list)) else (out,):
-                # New memory: neither an input (in place) nor a view of one.
-                if isinstance(t, torch.Tensor) and id(t) not in inputs and t._base is None:
+            # New memory: a storage no input has. A view's _base is not set at this
+            # dispatch level (the registered test's recorder took the KV pool's CUDA
+            # store-path view of a whole layer for an allocation on an H200).
+            held = {
+                t.untyped_storage().data_ptr()
+                for t in tree_leaves((args, kwargs))
+                if isinstance(t, torch.Tensor)
+            }
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in held:
                     self.shapes.append((str(func), tuple(t.shape), t.dtype))
         return out
 
@@ -465,6 +472,23 @@ def test_eager_verify_allocates_nothing_sized_by_the_context(case):
     attn_logits = len(PREFIX) * W * S.heads * _max_kv_splits() * S.dim
     assert largest == attn_logits  # decode's split buffer for the rows
     assert _tensors_made(case, short, False) != _tensors_made(case, PREFIX, False)
+
+
+def test_a_view_of_the_kv_pool_is_no_allocation(case, monkeypatch):
+    """The KV pool's CUDA store path views each layer's whole K/V buffer, which the
+    registered test once took for an allocation (an H200, 2026-12-07). Forced here,
+    with an in-place write for its kernel: verify makes what it makes on the CPU path."""
+    import sglang.srt.mem_cache.memory_pool as pool
+
+    def store_cache(k, v, k_cache, v_cache, indices, **_):
+        k_cache[indices] = k
+        v_cache[indices] = v
+
+    cpu_path = _tensors_made(case, PREFIX, read_kv_once=True)
+    monkeypatch.setattr(pool, "_is_cuda", True)
+    monkeypatch.setattr(pool, "can_use_store_cache", lambda *_: True)
+    monkeypatch.setattr(pool, "store_cache", store_cache)
+    assert _tensors_made(case, PREFIX, read_kv_once=True) == cpu_path
 
 
 def _max_kv_splits() -> int:
