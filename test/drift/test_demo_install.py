@@ -4,7 +4,7 @@ stack's sglang modules must import without it.
 The test bed has transformers (the server stack needs it), so each check runs in a fresh
 interpreter in which importing transformers fails, as it does in the demo's install. A patch
 that makes a kernel module the row-wise stack imports reach sglang's model configs (patch
-0008 once read batch-invariant mode in ``TritonGDNKernel``, whose import of
+0009 once read batch-invariant mode in ``TritonGDNKernel``, whose import of
 ``batch_invariant_ops`` pulls in the configs) fails here.
 """
 

@@ -56,7 +56,7 @@ def _spec(harness, mode: Mode):
 
 @pytest.fixture(scope="module")
 def exact(sglang_tree):
-    """--enable-deterministic-inference + --gdn-verify-exact-parity, on the series (0007)."""
+    """--enable-deterministic-inference + --gdn-verify-exact-parity, on the series (0008)."""
     return _server(deterministic=True, exact_parity=True)
 
 
@@ -69,7 +69,7 @@ def test_the_batch_is_padded_as_cuda_graphs_pad_it(exact):
     model = exact[0]
     # a Base server's decode graphs: 1, 2, 4, 8, ...; a speculative server's: 1..8, 10, ...
     assert (model.n, model.padded) == (REQUESTS, {"decode": 4, "verify": 3})
-    assert model.attn.verify_as_decode, "0007's route is on under deterministic inference"
+    assert model.attn.verify_as_decode, "0008's route is on under deterministic inference"
 
 
 def test_the_batch_size_is_the_number_of_requests(sglang_tree):
@@ -85,7 +85,7 @@ def test_the_batch_size_is_the_number_of_requests(sglang_tree):
 
 
 def test_verify_rows_compute_the_logits_of_decode_steps(exact):
-    """The contract: with 0007 and the flag, a verify row is the decode step, bitwise."""
+    """The contract: with 0008 and the flag, a verify row is the decode step, bitwise."""
     model, start, _, base, _ = exact
     p = len(INPUT_IDS)
     model.restore(start)

@@ -54,7 +54,7 @@ def make_backend(
     """A TritonAttnBackend for the target model under deterministic inference.
 
     ``verify_as_decode`` True is what ``__init__`` derives for a speculative target
-    in a tree with patch 0007; False is the backend's previous verify path. Its rows
+    in a tree with patch 0008; False is the backend's previous verify path. Its rows
     run in the one-read kernel (``__init__``'s choice on CUDA over a plain pool), or
     with ``read_kv_once`` False one decode row each (ROCm, a translating pool). The KV
     pool holds ``kv_dtype`` (``torch.float8_e4m3fn``: sglang's FP8 E4M3 KV cache) in

@@ -60,8 +60,8 @@ def attention_metadata_bytes(config: ModelConfig, holds: RunHolds) -> int:
     """What the Triton backend builds per forward that grows with the context: the decode
     kernel's split buffers (fp32 partial outputs and their log-sum-exp; under deterministic
     inference one split per ``SPLIT_TILE`` tokens, for at most a padded batch of rows, also in
-    patch 0007's verify), the KV id stream of decode and of the extend kernel's verify (int64,
-    one id per context token of each request; 0007's verify reads ``req_to_token`` itself)
+    patch 0008's verify), the KV id stream of decode and of the extend kernel's verify (int64,
+    one id per context token of each request; 0008's verify reads ``req_to_token`` itself)
     and ``req_to_token`` (int32)."""
     rows = _slots(holds.requests) - 1
     splits = -(-holds.context // SPLIT_TILE)

@@ -45,7 +45,7 @@ ISOLATING = (
     _isolating(
         "none",
         "every source exact: batch-invariant mode (its GEMMs above all), deterministic "
-        "attention (0007), decode's conv through causal_conv1d_update, the flag",
+        "attention (0008), decode's conv through causal_conv1d_update, the flag",
     ),
     _isolating("gemm", "exact-stack but without batch-invariant mode: torch's default GEMMs"),
     _isolating("attention", "exact-stack but the Triton backend's default attention"),

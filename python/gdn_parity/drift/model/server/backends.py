@@ -11,7 +11,7 @@ a real sglang object: ``MHATokenToKVPool`` (in the dtype sglang's own
 ``forward_batch`` gives a forward the fields of a ForwardBatch that those paths
 read. The forwards themselves (``init_forward_metadata``, ``forward_decode``,
 ``forward_extend``) are sglang's, unchanged. The CPU tests of patches 0001, 0004
-and 0007 build their backends here too.
+and 0008 build their backends here too.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def triton_attention_backend(
     scales the backend leaves None (``HybridLinearKVPool.set_kv_buffer``'s defaults): a
     division by 1.0 before the FP8 cast, which changes no bit.
 
-    ``verify_as_decode`` (patch 0007) is on where ``__init__`` turns it on:
+    ``verify_as_decode`` (patch 0008) is on where ``__init__`` turns it on:
     deterministic inference (``numerics.deterministic_attention``) on a
     speculative target, in a tree that has it; so is its one-read kernel
     (``verify_rows_read_kv_once``: CUDA, a plain pool), where the tree has that.

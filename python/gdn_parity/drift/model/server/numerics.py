@@ -22,7 +22,7 @@ SOURCES = ("gemm", "attention", "conv", "gdn")  # the issue's sources (attribute
 @dataclass(frozen=True)
 class ServerNumerics:
     batch_invariant_gemms: bool  # sglang's batch_invariant_ops, as deterministic inference
-    deterministic_attention: bool  # TritonAttnBackend under deterministic inference (0007)
+    deterministic_attention: bool  # TritonAttnBackend under deterministic inference (0008)
     fused_decode_conv: bool  # decode's fused projection-unpack + conv kernel (CUDA only)
     exact_parity: bool  # --gdn-verify-exact-parity
 
@@ -45,7 +45,7 @@ class ServerNumerics:
 
         Exact: batch-invariant mode (its GEMMs, the ops it overrides, the gated
         norm's fixed row blocking), deterministic attention (verify through the
-        decode kernel, 0007), decode's conv through ``causal_conv1d_update`` (the
+        decode kernel, 0008), decode's conv through ``causal_conv1d_update`` (the
         kernel verify runs), the flag. Default: torch's GEMMs and the norm's row
         blocking by row count, the backend's default kernels, the fused decode conv,
         the default verify kernel.

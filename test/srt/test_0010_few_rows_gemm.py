@@ -1,10 +1,10 @@
-"""Patch 0009: batch-invariant mode's few-rows GEMM, its tile rule and its kernel's plumbing.
+"""Patch 0010: batch-invariant mode's few-rows GEMM, its tile rule and its kernel's plumbing.
 
 The rule (``_few_rows_tile``) must never make the zero-padded K longer than the
 persistent kernel's (a longer one adds zero steps, which can turn a -0.0 sum into
 +0.0), must fit shared memory, and must leave GEMMs of more than FEW_ROWS_MAX_M rows
 to the persistent kernel. Its device gate (``get_platform().is_sm90``) is answered
-here as 0008's test answers it, so the table can be checked on the CPU. The kernel
+here as 0009's test answers it, so the table can be checked on the CPU. The kernel
 runs under the Triton interpreter: its rows against float64, and no write past row M.
 That a row's bits equal the persistent kernel's at every M is the patch's CUDA test,
 on SM90.
@@ -50,7 +50,7 @@ def test_the_switch_keeps_the_persistent_kernel(bio, monkeypatch):
 
 @pytest.mark.parametrize(
     ("m", "n", "k", "tile"),
-    [  # the rule as 0009's commit message and docs state it, Qwen3.5-27B's shapes
+    [  # the rule as 0010's commit message and docs state it, Qwen3.5-27B's shapes
         (1, 16384, 5120, (16, 64, 128, 2, 4)),
         (4, 5120, 17408, (16, 64, 256, 4, 4)),
         (16, 5120, 6144, (16, 64, 256, 4, 4)),

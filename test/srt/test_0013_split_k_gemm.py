@@ -1,4 +1,4 @@
-"""Patch 0012: batch-invariant mode's split-K GEMM for narrow weights, its plan and its
+"""Patch 0013: batch-invariant mode's split-K GEMM for narrow weights, its plan and its
 kernels' plumbing.
 
 A row stays batch-invariant only if the split does not follow the row count: the plan's
@@ -7,7 +7,7 @@ each split runs the same zero-padded K whatever the tile), and the plan must cov
 weights the patch names and no others. The split-K is opt-in
 (``SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_SPLIT_K``, off by default: switching it on
 changes those layers' bits once); the tests below switch it on, after one checks the
-default. The device gate (``get_platform().is_sm90``) is answered here as 0009's test
+default. The device gate (``get_platform().is_sm90``) is answered here as 0010's test
 answers it, so the plan can be checked on the CPU. The kernels run under the Triton
 interpreter: the product against float64, the bias, a row-major weight, and no write
 past row M. That the rows are the same at every M on a GPU is the patch's CUDA test,

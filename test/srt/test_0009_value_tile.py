@@ -1,6 +1,6 @@
-"""Patches 0004 and 0008: packed decode's value-tile rule, as their messages state it.
+"""Patches 0004 and 0009: packed decode's value-tile rule, as their messages state it.
 
-0004 makes the tile batch-free where bits are promised; 0008 narrows it only on
+0004 makes the tile batch-free where bits are promised; 0009 narrows it only on
 SM90 (Hopper) with bf16 activations. Where bits are promised
 (--gdn-verify-exact-parity, whose decode and verify launch the steps kernel, and
 batch-invariant mode under --enable-deterministic-inference) the tile
@@ -109,7 +109,7 @@ def test_under_the_modes_the_tile_does_not_follow_the_batch(
 
 def test_sm100_batch_one_tile_is_not_taken_under_the_modes(sglang_tree, monkeypatch):
     """0.5.23's SM100 case narrows the tile at batch 1 only: under the modes it is skipped
-    (0004). It asks ``get_platform().is_sm100`` (0008)."""
+    (0004). It asks ``get_platform().is_sm100`` (0009)."""
     from sglang.srt.utils import common
 
     rule = _rule(monkeypatch, False)

@@ -1,74 +1,20 @@
-"""Patch 0005: an fp32 conv pool with bf16 activations (SGLANG_MAMBA_CONV_DTYPE=float32).
+"""Patch 0006: ``causal_conv1d_update`` with a conv state of another dtype than the
+activations (SGLANG_MAMBA_CONV_DTYPE).
 
-1. The real ``GDNAttnBackend.forward_extend`` prefill branch that crashed with
-   "Index put requires the source and destination dtypes match" (sglang#31719,
-   #35150): a mamba track mask makes it snapshot raw activations into the pool.
-2. ``causal_conv1d_update`` with an fp32 conv state, single-token (decode's
-   fallback when the fused proj/conv kernel is ineligible) and multi-token with
-   intermediate windows (verify), against a float64 torch reference.
+An fp32 conv state, single-token (decode's fallback when the fused proj/conv kernel is
+ineligible) and multi-token with intermediate windows (verify), against a float64 torch
+reference; the registered CUDA test's comparison on CPU; and decode against 0.5.23's.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
-from helpers.backend_rig import Shape, make_layer
+from helpers.backend_rig import Shape
 
 S = Shape(n=1, d=1, h=2, hv=4, k=16, v=16)
 CONV_DIM, HV, K, V, W = S.conv_dim, S.hv, S.k, S.v, S.w
-
-
-def _extend_with_track(conv_dtype):
-    from sglang.srt.layers.attention.mamba.mamba2_metadata import ForwardMetadata
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
-
-    from gdn_parity.drift.model.server import backends
-    from gdn_parity.drift.model.server.numerics import ServerNumerics
-
-    gen = torch.Generator().manual_seed(5)
-    layer = make_layer(0, S, gen, "cpu")
-    seq, slots = 8, 3
-    state = backends.speculative_state(S.config, slots - 1, 1, torch.float32, conv_dtype, "cpu")
-    conv = state.conv[0][0]
-    numerics = ServerNumerics.of_server(deterministic=False, exact_parity=False)
-    backend = backends.gdn_backend(state, [0], numerics, slots - 1, "cpu")
-    backend.requires_contiguous_prefill_state = False  # what prefill reads
-    track_rows = torch.tensor([[2, 3, 4]])  # the conv window after token 4, into slot 2
-    backend.forward_metadata = ForwardMetadata(
-        query_start_loc=torch.tensor([0, seq], dtype=torch.int32),
-        mamba_cache_indices=torch.tensor([0], dtype=torch.int32),
-        has_mamba_track_mask=True,
-        track_conv_indices=track_rows,
-        conv_states_mask_indices=torch.tensor([2]),
-        track_ssm_h_src=torch.empty(0, dtype=torch.long),
-        track_ssm_h_dst=torch.empty(0, dtype=torch.long),
-        track_ssm_final_src=torch.empty(0, dtype=torch.long),
-        track_ssm_final_dst=torch.empty(0, dtype=torch.long),
-    )
-    batch = SimpleNamespace(
-        forward_mode=ForwardMode.EXTEND,
-        extend_prefix_lens=torch.zeros(1, dtype=torch.int32),
-        extend_seq_lens_cpu=[seq],
-        req_pool_indices=torch.tensor([0]),
-    )
-    x = torch.randn(seq, CONV_DIM, generator=gen).to(torch.bfloat16)
-    a = torch.randn(seq, HV, generator=gen).to(torch.bfloat16)
-    b = torch.randn(seq, HV, generator=gen).to(torch.bfloat16)
-    out = backend.forward_extend(layer, batch, mixed_qkv=x, a=a, b=b)
-    return out, conv, x[track_rows[0]].transpose(0, 1), x[-(W - 1) :].transpose(0, 1)
-
-
-def test_fp32_conv_pool_track_snapshot_stores_the_widened_activations(sglang_tree):
-    out, conv, tracked, final = _extend_with_track(torch.float32)
-    assert torch.equal(conv[2], tracked.float())
-    assert torch.equal(conv[0], final.float()), "the request's own slot: the final window"
-    assert not conv[1].any()
-    out_bf16, conv_bf16, _, _ = _extend_with_track(torch.bfloat16)
-    assert torch.equal(conv_bf16[2], tracked)
-    assert torch.equal(out, out_bf16), "a prefill from scratch does not read the pool"
 
 
 def _conv_reference(window: torch.Tensor, xs: torch.Tensor, weight: torch.Tensor):
@@ -143,7 +89,7 @@ def test_fp32_conv_pool_slot_copy_and_clear(sglang_tree):
 
 
 def _registered_conv_test(tree):
-    """Patch 0005's registered CUDA test module, loaded from the tree."""
+    """Patch 0006's registered CUDA test module, loaded from the tree."""
     import importlib.util
 
     path = tree / "test/registered/kernels/ops/mamba/test_gdn_conv_state_dtype.py"
@@ -159,7 +105,7 @@ def test_multi_token_conv_update_equals_token_by_token(sglang_tree, state_dtype,
     """Verify's D-token conv equals decode's one-token convs for every dtype pair.
 
     The registered test's own comparison (bit patterns; its state holds values a bf16
-    state keeps and fp16 cannot), on CPU under the interpreter. Without patch 0005,
+    state keeps and fp16 cannot), on CPU under the interpreter. Without patch 0006,
     fp16 and fp32 states differ from step 1 on (verify multiplied earlier draft tokens
     in the activation dtype, decode read them back in the state's dtype), and fp16
     activations with a bf16 state differ in the windows (decode's shift rounded the
@@ -175,7 +121,7 @@ def test_multi_token_conv_update_equals_token_by_token(sglang_tree, state_dtype,
 
 def test_decode_keeps_bf16_state_values_with_fp16_activations(sglang_tree, series):
     """0.5.23's decode shifted a bf16 conv state through fp16 when the tokens were fp16:
-    1e5 became inf and 3.6e-7 an fp16 subnormal. With 0005 the kept values stay bf16."""
+    1e5 became inf and 3.6e-7 an fp16 subnormal. With 0006 the kept values stay bf16."""
     from gdn_parity.drift.run.variants import variant_named, variant_tree
 
     base = _load_kernel_module(variant_tree(series, variant_named("0.5.23")), "conv_0523_shift")
@@ -187,13 +133,13 @@ def test_decode_keeps_bf16_state_values_with_fp16_activations(sglang_tree, serie
     state = state.bfloat16()
     kept = state[0, :2, -1].clone()
     shifted = {}
-    for name, module in (("0.5.23", base), ("0005", patched)):
+    for name, module in (("0.5.23", base), ("0006", patched)):
         s = state.clone()
         module.causal_conv1d_update(
             x.clone(), s, weight, None, None, conv_state_indices=torch.tensor([0]).int()
         )
         shifted[name] = s[0, :2, -2]
-    assert torch.equal(shifted["0005"], kept)
+    assert torch.equal(shifted["0006"], kept)
     assert torch.isinf(shifted["0.5.23"][0]) and shifted["0.5.23"][1] != kept[1]
 
 
@@ -214,7 +160,7 @@ def test_one_token_update_equals_0523_for_fp16_activations_and_a_bf16_state(sgla
     the state holds values fp16 can represent (see the test above for those it cannot).
 
     SGLANG_MAMBA_CONV_DTYPE defaults to bfloat16 whatever the model dtype, so an fp16
-    model's decode convolves fp16 tokens against a bf16 window. Patch 0005 rounds a
+    model's decode convolves fp16 tokens against a bf16 window. Patch 0006 rounds a
     token to the state's dtype only where a later token of the same call reads it;
     the current token's own term stays fp16, as 0.5.23 computes it. (An earlier
     version of the patch rounded every token and changed this decode.)

@@ -1,4 +1,4 @@
-"""Patch 0007: deterministic TARGET_VERIFY on the Triton backend equals Base decode, bitwise.
+"""Patch 0008: deterministic TARGET_VERIFY on the Triton backend equals Base decode, bitwise.
 
 Verify token ``j`` of a request with ``L`` committed tokens is the decode row at KV
 length ``L + j + 1``. ``verify_decode_attention_fwd`` computes a request's rows in
