@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run on the GPU machine, detached (setsid), after install.sh and trees.sh: issue 45's real
 # server runs, one after another, each into its own folder of OUTDIR, with a line per step in
-# OUTDIR/campaign.log. poll.sh waits on it. A step that fails is logged and the next one runs.
+# OUTDIR/campaign.log and its output in OUTDIR/STEP.out. poll.sh waits on it. A step that
+# fails is logged and the next one runs.
 # Steps (default: all, in this order): refusals reporter graphs-bf16 graphs-bf16-triton
 # graphs-fp32 graphs-fp8kv gemm cost. The 27b-8l model directory is written before the first
 # step that needs it; cost and cost-slice write the 64-layer 27b's configs (no weights:
@@ -57,7 +58,7 @@ for step in "${steps[@]}"; do
     cost) cost cost-27b cost ;;
     cost-slice) cost cost-27b-slice cost-slice ;;
     *) log "unknown step $step"; continue ;;
-  esac
+  esac > "$out/$step.out" 2>&1  # each step's own lines (a cost run's cells as they finish), for poll.sh
   log "end $step: exit $?"
 done
 log "campaign done"
