@@ -62,7 +62,8 @@ def make_backend(
     """
     backend = backends.triton_attention_backend(
         s.config,
-        ServerNumerics.of_server(deterministic=True, exact_parity=False),
+        # the flag asks for verify as decode rows; the rig then sets the route itself
+        ServerNumerics.of_server(deterministic=True, exact_parity=True),
         kv_slots=s.slots,
         req_rows=s.req_rows,
         context=s.context,

@@ -620,7 +620,7 @@ def test_verify_rows_pass_decodes_kernel_arguments(case, name):
 # --- when verify keeps the extend kernel --------------------------------------
 
 
-def _blocker(attn_type, ragged_mode: str = "static", verify_as_decode: str = "1"):
+def _blocker(attn_type, ragged_mode: str = "static"):
     """What the backend's start-up check names for a linear-chain target (DSpark)
     whose one attention layer has ``attn_type``."""
     from types import SimpleNamespace
@@ -639,31 +639,38 @@ def _blocker(attn_type, ragged_mode: str = "static", verify_as_decode: str = "1"
     )
     backend = make_backend(S, num_tokens_per_req=W, verify_as_decode=False)
     backend.sliding_window_size = None
-    with (
-        envs.SGLANG_RAGGED_VERIFY_MODE.override(ragged_mode),
-        envs.SGLANG_DETERMINISTIC_VERIFY_AS_DECODE.override(verify_as_decode == "1"),
-    ):
+    with envs.SGLANG_RAGGED_VERIFY_MODE.override(ragged_mode):
         return backend._verify_as_decode_blocker(runner)
 
 
 def test_start_up_check_names_what_keeps_verify_on_the_extend_kernel(sglang_tree):
     """The rows replace the prefix the extend kernel reads, so a non-causal layer
     (which would fall back to it) and a ragged verify (rows of unequal width)
-    keep the extend kernel, as does the opt-out; a causal decoder with a static
-    verify takes the route."""
+    keep the extend kernel; a causal decoder with a static verify takes the route."""
     from sglang.srt.layers.radix_attention import AttentionType
 
     assert _blocker(AttentionType.DECODER) is None
     assert _blocker(AttentionType.DECODER_BIDIRECTIONAL) == "non-causal attention layers"
     assert _blocker(AttentionType.ENCODER_ONLY) == "non-causal attention layers"
     assert "ragged verify" in _blocker(AttentionType.DECODER, ragged_mode="compact")
-    opt_out = _blocker(AttentionType.DECODER, verify_as_decode="0")
-    assert opt_out == "SGLANG_DETERMINISTIC_VERIFY_AS_DECODE=0"
 
 
-def test_opted_out_verify_launches_neither_decode_kernel(case):
-    """What the opt-out leaves: verify on the extend kernel, no stage of decode's
-    or of the one-read kernel."""
+@pytest.mark.parametrize(
+    ("env", "flag", "asked"), [(False, False, False), (True, False, True), (False, True, True)]
+)
+def test_verify_as_decode_is_asked_for_by_the_env_or_the_gdn_flag(sglang_tree, env, flag, asked):
+    """Opt-in: SGLANG_DETERMINISTIC_VERIFY_AS_DECODE=1, or --gdn-verify-exact-parity,
+    whose token identity needs exact attention; neither leaves verify as it was."""
+    from sglang.srt.environ import envs
+    from sglang.srt.layers.attention.verify_decode_rows import verify_as_decode_requested
+
+    with envs.SGLANG_DETERMINISTIC_VERIFY_AS_DECODE.override(env):
+        assert verify_as_decode_requested(flag) is asked
+
+
+def test_unasked_verify_launches_neither_decode_kernel(case):
+    """What a server that does not ask for it keeps: verify on the extend kernel, no
+    stage of decode's or of the one-read kernel."""
     backend = _verify_backend(case, verify_as_decode=False)
     with recorded_launches(*_attention_kernels()) as launches:
         _verify_eager(case, backend)

@@ -138,7 +138,7 @@ def triton_attention_backend(
     division by 1.0 before the FP8 cast, which changes no bit.
 
     ``verify_as_decode`` (patch 0008) is on where ``__init__`` turns it on:
-    deterministic inference (``numerics.deterministic_attention``) on a
+    deterministic inference that asks for it (``numerics.verify_as_decode``) on a
     speculative target, in a tree that has it; so is its one-read kernel
     (``verify_rows_read_kv_once``: CUDA, a plain pool), where the tree has that.
     """
@@ -170,7 +170,9 @@ def triton_attention_backend(
     req_to_token = torch.zeros(req_rows, context, dtype=torch.int32, device=device)
     deterministic = numerics.deterministic_attention
     split_tile = SPLIT_TILE if deterministic else None
-    verify_as_decode = deterministic and hasattr(TritonAttnBackend, "_forward_verify_as_decode")
+    verify_as_decode = numerics.verify_as_decode and hasattr(
+        TritonAttnBackend, "_forward_verify_as_decode"
+    )
     read_kv_once = verify_as_decode and hasattr(TritonAttnBackend, "_verify_split_groups")
     one_read = {}
     if read_kv_once:

@@ -1,8 +1,9 @@
 """What computes each source of decode/verify difference in the server stack.
 
 A server sets them from its arguments (``ServerNumerics.of_server``): GEMMs and
-the Triton attention backend follow ``--enable-deterministic-inference``, the
-GDN verify kernel ``--gdn-verify-exact-parity``, the decode conv
+the Triton attention backend follow ``--enable-deterministic-inference`` (verify
+attention as decode rows also needs the flag or its variable), the GDN verify
+kernel ``--gdn-verify-exact-parity``, the decode conv
 ``SGLANG_ENABLE_GDN_DECODE_FUSED_PROJ_CONV``. ``ServerNumerics.isolating``
 makes every source exact but one, which runs as the default server runs it:
 the attribution's "one source at a time".
@@ -22,7 +23,10 @@ SOURCES = ("gemm", "attention", "conv", "gdn")  # the issue's sources (attribute
 @dataclass(frozen=True)
 class ServerNumerics:
     batch_invariant_gemms: bool  # sglang's batch_invariant_ops, as deterministic inference
-    deterministic_attention: bool  # TritonAttnBackend under deterministic inference (0008)
+    deterministic_attention: bool  # TritonAttnBackend under deterministic inference
+    # its target verify as decode rows (0008): deterministic inference, asked for by the
+    # flag or SGLANG_DETERMINISTIC_VERIFY_AS_DECODE=1
+    verify_as_decode: bool
     fused_decode_conv: bool  # decode's fused projection-unpack + conv kernel (CUDA only)
     exact_parity: bool  # --gdn-verify-exact-parity
 
@@ -37,7 +41,9 @@ class ServerNumerics:
         from sglang.srt.environ import envs
 
         fused = envs.SGLANG_ENABLE_GDN_DECODE_FUSED_PROJ_CONV.get()
-        return cls(deterministic, deterministic, fused, exact_parity)
+        env = getattr(envs, "SGLANG_DETERMINISTIC_VERIFY_AS_DECODE", None)  # a tree with 0008
+        asked = exact_parity or (env is not None and env.get())
+        return cls(deterministic, deterministic, deterministic and asked, fused, exact_parity)
 
     @classmethod
     def isolating(cls, source: str) -> ServerNumerics:
@@ -52,7 +58,10 @@ class ServerNumerics:
         """
         if source not in (*SOURCES, "none"):
             raise ValueError(f"no source {source!r}; choose from {SOURCES} or 'none'")
-        return cls(source != "gemm", source != "attention", source == "conv", source != "gdn")
+        exact_attention = source != "attention"
+        return cls(
+            source != "gemm", exact_attention, exact_attention, source == "conv", source != "gdn"
+        )
 
 
 def enable_batch_invariant_gemms(device: str) -> bool:
