@@ -141,8 +141,10 @@ def test_request_ids_align_when_each_trace_holds_one(tmp_path):
 @pytest.mark.parametrize(
     "content,message",
     [
-        ("not json\n", "line 1 is not JSON (the last line: is the file truncated"),
-        # Some other text file: its first line says what a trace is.
+        # A record cut off in the middle: the file is still being written, or was cut.
+        ('{"type": "hea\n', "line 1 is not JSON (the last line: is the file truncated"),
+        # Some other text file, one line or more: its first line says what a trace is.
+        ("not json\n", "line 1 is not JSON (a state trace is the JSONL file that SGLANG_"),
         ("# notes\nmore\n", "line 1 is not JSON (a state trace is the JSONL file that SGLANG_"),
         ('{"type": "state"}\n', "is not a GDN state trace"),
         ('{"type": "header", "format": "sglang-gdn-state-trace", "version": 9}\n', "version 9"),

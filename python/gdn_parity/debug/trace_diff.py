@@ -130,7 +130,8 @@ def read_trace(path: Path) -> Trace:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            if number == len(lines):
+            # A cut-off last record, unless the whole file is one line of something else.
+            if number == len(lines) and (number > 1 or line.lstrip().startswith("{")):
                 why = " (the last line: is the file truncated, or still being written?)"
             elif number == 1:
                 why = " (a state trace is the JSONL file that SGLANG_GDN_STATE_TRACE writes)"
