@@ -2,21 +2,20 @@
 
 0004 makes the tile batch-free where bits are promised; 0009 narrows it only on
 SM90 (Hopper) with bf16 activations. Where bits are promised
-(--gdn-verify-exact-parity, whose decode and verify launch the steps kernel, and
-batch-invariant mode under --enable-deterministic-inference) the tile
-comes from the dtypes and shape alone: fp32 states take BV=4, 2-byte states 16,
-at every batch. Elsewhere fp32 states take BV=4 at every batch; 2-byte states
+(--gdn-verify-exact-parity, whose decode and verify launch the steps kernel) the
+tile comes from the dtypes and shape alone: fp32 states take BV=4, 2-byte states
+16, at every batch. Elsewhere fp32 states take BV=4 at every batch; 2-byte states
 take 4 up to 48 x 128 value rows in the batch (requests x value heads x head
 dim), 16 up to 384 x 128 and 32 beyond. Everything else keeps 0.5.23's tile: 32,
-or 8 for its SM100 shape at batch 1 (not under the modes, where it would follow
-the batch). The expected tiles below are that table, written out; the GPU check
-that every chosen tile computes BV=32's bits is the patch's CUDA test.
+or 8 for its SM100 shape at batch 1 (not under the flag, where it would follow
+the batch). Batch-invariant mode without the flag changes no tile. The expected
+tiles below are that table, written out; the GPU check that every chosen tile
+computes BV=32's bits is the patch's CUDA test.
 
 The launches are recorded under the interpreter from the real wrappers, and from the real
-GDNAttnBackend.forward_decode, which reads the server's mode: the
-padded batch of a CUDA graph differs between a Base and a speculative server
-serving the same requests, so under the modes a batch of 1 and a batch of 100
-must launch one binary.
+GDNAttnBackend.forward_decode: the padded batch of a CUDA graph differs between a
+Base and a speculative server serving the same requests, so under the flag a batch
+of 1 and a batch of 100 must launch one binary.
 """
 
 from __future__ import annotations
@@ -100,15 +99,15 @@ BATCHES = (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 16, 24, 64, 128, 1024)
     ],
 )
 @pytest.mark.parametrize("hv", [48, 24, 12, 6, 64, 32, 16, 8])
-def test_under_the_modes_the_tile_does_not_follow_the_batch(
+def test_under_the_flag_the_tile_does_not_follow_the_batch(
     sglang_tree, monkeypatch, sm90, act, pool, tile, hv
 ):
     rule = _rule(monkeypatch, sm90)
     assert {_tile(rule, n, hv, 128, act, pool, batch_invariant=True) for n in BATCHES} == {tile}
 
 
-def test_sm100_batch_one_tile_is_not_taken_under_the_modes(sglang_tree, monkeypatch):
-    """0.5.23's SM100 case narrows the tile at batch 1 only: under the modes it is skipped
+def test_sm100_batch_one_tile_is_not_taken_under_the_flag(sglang_tree, monkeypatch):
+    """0.5.23's SM100 case narrows the tile at batch 1 only: under the flag it is skipped
     (0004). It asks ``get_platform().is_sm100`` (0009)."""
     from sglang.srt.utils import common
 
@@ -185,13 +184,13 @@ def _backend_decode_tiles(n: int) -> set[int]:
     return {dict(launch.constexprs)["BV"] for launch in launches}
 
 
-def test_batch_invariant_mode_fixes_packed_decodes_tile(sglang_tree, monkeypatch):
-    """The server's decode passes batch-invariant mode down: fails if forward_decode does
-    not pass it (the kernel's default is the batch rule)."""
+def test_batch_invariant_mode_leaves_packed_decodes_tile(sglang_tree, monkeypatch):
+    """Without the flag, batch-invariant mode (deterministic inference) changes no tile of
+    packed decode through the server's forward_decode: it follows the batch as without
+    the mode, so deterministic users who do not pass the flag see no change."""
     from sglang.srt.batch_invariant_ops import batch_invariant_ops
 
     _rule(monkeypatch, True)
-    # Control: without the mode, packed decode's tile follows the batch.
     assert (_backend_decode_tiles(1), _backend_decode_tiles(100)) == ({4}, {16})
     monkeypatch.setattr(batch_invariant_ops, "_batch_invariant_MODE", True)
-    assert (_backend_decode_tiles(1), _backend_decode_tiles(100)) == ({16}, {16})
+    assert (_backend_decode_tiles(1), _backend_decode_tiles(100)) == ({4}, {16})

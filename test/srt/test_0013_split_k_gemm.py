@@ -151,9 +151,9 @@ def test_the_switch_off_sm90_is_ignored_with_one_warning(bio_default, monkeypatc
     """SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_SPLIT_K=1 off SM90: no split-K, one warning."""
     monkeypatch.setattr(bio_default, "_ENABLE_MM_SPLIT_K", True)
     answer_sm90(monkeypatch, False)
-    bio_default._log_split_k_ignored_off_sm90.cache_clear()
+    bio_default.print_warning_once.cache_clear()
     a = torch.empty(4, 5120, dtype=torch.bfloat16)
-    with caplog.at_level("WARNING", logger=bio_default.__name__):
+    with caplog.at_level("WARNING", logger="sglang.srt.utils.common"):
         plans = [bio_default._split_k_plan(a, 4, 96, 5120) for _ in range(3)]
     assert plans == [None] * 3
     ignored = [r for r in caplog.records if "ENABLE_MM_SPLIT_K=1 is ignored" in r.message]
