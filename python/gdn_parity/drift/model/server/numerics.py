@@ -41,8 +41,12 @@ class ServerNumerics:
         from sglang.srt.environ import envs
 
         fused = envs.SGLANG_ENABLE_GDN_DECODE_FUSED_PROJ_CONV.get()
-        env = getattr(envs, "SGLANG_DETERMINISTIC_VERIFY_AS_DECODE", None)  # a tree with 0008
-        asked = exact_parity or (env is not None and env.get())
+        try:  # sglang's own rule, in a tree with patch 0008
+            from sglang.srt.layers.attention.verify_decode_rows import verify_as_decode_requested
+        except ImportError:
+            asked = False
+        else:
+            asked = verify_as_decode_requested(exact_parity)
         return cls(deterministic, deterministic, deterministic and asked, fused, exact_parity)
 
     @classmethod
