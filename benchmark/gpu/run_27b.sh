@@ -36,6 +36,10 @@
 #             times in alternating order, ratios taken within a round, e.g. COST_BATCHES=64
 #             COST_GAMMAS=3 COST_ROUNDS=3 for issue #24's thinnest row; COST_PROFILE=1: cost
 #             --profile, each step's kernels side by side, in a process of each variant's own)
+#   cost-contexts  issue #47's table: cost-now at each context list of CONTEXTS (default
+#             "24,1024 4096 16384 32768"), each its own table and process, so a context that runs
+#             out of time (COST_NOW_LIMIT) loses only its own rows; a (context, batch) that does
+#             not fit the GPU is skipped by cost itself, with its 'not run' row
 #   series-ab the checkout's series (a) against another (b: SERIES_B, a patches/ folder carried
 #             under .gpu/, e.g. the series before a change) on one machine: the cost-now table
 #             (COST_BATCHES, default 64; COST_GAMMAS, default 3) for each letter of AB_ORDER in
@@ -111,6 +115,12 @@ for group in "$@"; do
       cost_table cost-now "${COST_BATCHES:-1,4,16,64}" "${COST_GAMMAS:-1,3}"
       cp $O/cost-now/cost.md "$OUT/cost_now_$tag.md"
       cp $O/cost-now/profile.json "$OUT/profile_$tag.json" 2>/dev/null ;;
+    cost-contexts)
+      for ctx in ${CONTEXTS:-24,1024 4096 16384 32768}; do
+        COST_CONTEXTS=$ctx cost_table "cost-ctx-${ctx//,/-}" "${COST_BATCHES:-1,4,16,64}" \
+          "${COST_GAMMAS:-1,3}"
+        cp "$O/cost-ctx-${ctx//,/-}/cost.md" "$OUT/cost_ctx_${ctx//,/-}_$tag.md"
+      done ;;
     series-ab)
       i=0
       for s in ${AB_ORDER:-a b}; do
