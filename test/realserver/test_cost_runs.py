@@ -218,3 +218,82 @@ def test_the_probe_refuses_a_machine_without_cuda():
     assert (
         proc.stderr == "copyprobe: torch sees no CUDA device (the floor's bandwidth is a GPU's)\n"
     )
+
+
+def _starts_run(rig) -> list[str]:
+    return [e["server"] for e in rig.events("start")]
+
+
+def test_resume_runs_again_only_a_failed_or_changed_start_and_renders_one_table(rig):
+    rig.cost_python(2e12)
+    first = rig.run(_plan(rig, [1], **{"base-x": {"FAKE_SGLANG_FAIL": "1"}}), verb="server-cost")
+    assert first.returncode == 2, first.stderr
+    assert _starts_run(rig) == ["base", "base-x", "g1", "g1", "g1-x", "g1-x"]
+    (rig.records / "events.jsonl").unlink()
+    # base-x now starts; g1-x's steps take 17 ms, not 16: a change to what that server runs.
+    plan = _plan(rig, [1], **{"g1-x": {"FAKE_SGLANG_STEP_MS": "300,17"}})
+    proc = rig.run(plan, "--resume", verb="server-cost")
+    assert proc.returncode == 0, proc.stderr
+    assert _starts_run(rig) == ["base-x", "g1-x", "g1-x"]
+    results = rig.results()
+    assert [s["server"]["label"] for s in results["starts"]] == [
+        "base", "base-x", "g1+acc1", "g1+acc2", "g1-x+acc1", "g1-x+acc2"
+    ]  # fmt: skip
+    assert results["complete"] and all(c["measured"] for c in results["cells"])
+    assert "resumed: 3 of 6 starts kept from the earlier run" in results["events"]
+    assert "run again base-x: it failed" in results["events"]
+    assert "run again g1-x+acc1: the plan changed what it runs" in results["events"]
+    rows = {(r["server"], r["accept_length"]): r for r in results["rows"]}
+    assert rows["base", None]["measured"]["tpot_ms"]["median"] == pytest.approx(10.0)  # kept
+    assert rows["base-x", None]["vs_baseline"] == pytest.approx(1.2)  # run now, beside kept
+    assert rows["g1-x", 2]["measured"]["step_ms"]["median"] == pytest.approx(17.0)
+    assert rows["g1-x", 2]["vs_twin"] == pytest.approx(17 / 15)
+    table = (rig.out / "results.md").read_text()
+    assert "| base | - | 1 (1.00) | 1 | 10.00 [10.00-10.00] |" in table
+    assert "| g1-x | 1 | 2 (2.00) | 1 | 8.50 [8.50-8.50] | 17.00 [17.00-17.00] |" in table
+    assert rig.wait_gone(0) == []
+
+
+def test_resume_of_a_complete_run_starts_nothing(rig):
+    rig.cost_python(2e12)
+    plan = _plan(rig, [1])
+    assert rig.run(plan, verb="server-cost").returncode == 0
+    before = rig.results()
+    (rig.records / "events.jsonl").unlink()
+    dry = rig.run(plan, "--resume", "--dry-run", verb="server-cost")
+    assert dry.returncode == 0, dry.stderr
+    assert "1. kept base (base): the earlier run timed it" in dry.stdout.splitlines()
+    totals = "in all: 0 requests, 0 prompt tokens prefilled, 0 new tokens"
+    assert dry.stdout.splitlines()[-1] == totals
+    proc = rig.run(plan, "--resume", verb="server-cost")
+    assert proc.returncode == 0, proc.stderr
+    assert rig.events() == []
+    after = rig.results()
+    assert (after["starts"], after["cells"], after["rows"]) == (
+        before["starts"], before["cells"], before["rows"]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "--resume: cannot read {out}/results.json (No such file or directory)"),
+        ("{", "--resume: {out}/results.json is not a server-cost results.json: Expecting"),
+        ('{"plan": "p", "out": "o", "rows": [], "mode": 1}',
+         "is not a server-cost results.json: results: unknown field 'mode'"),
+        ('{"plan": "p", "out": "o", "starts": [{"name": 3}]}',
+         "is not a server-cost results.json: results.starts[0].name: expected str, got int"),
+    ],
+)  # fmt: skip
+def test_resume_refuses_an_out_without_a_cost_runs_results(rig, content, message):
+    rig.cost_python(2e12)
+    rig.out.mkdir()
+    if content is not None:
+        (rig.out / "results.json").write_text(content)
+    before = sorted(p.name for p in rig.out.iterdir())
+    proc = rig.run(_plan(rig, [1]), "--resume", verb="server-cost")
+    assert proc.returncode == 2
+    assert len(proc.stderr.splitlines()) == 1
+    assert message.format(out=rig.out) in proc.stderr
+    assert sorted(p.name for p in rig.out.iterdir()) == before
+    assert rig.events() == []

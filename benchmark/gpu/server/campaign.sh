@@ -10,7 +10,9 @@
 # three starts at one accept length, about 15 minutes: the first slice for a short lease.
 # cost (plans/cost-27b.toml) takes about 2 hours on an H200 (1.5 to 3): 14 server starts,
 # each loading and capturing graphs, then 1.2 M prompt tokens and 811 new tokens a request
-# per batch size. It needs an H200's memory for batch 64 (the plan says why).
+# per batch size. It needs an H200's memory for batch 64 (the plan says why). It spans
+# leases: put an earlier lease's cost/results.json in OUTDIR/cost/ first, and the starts it
+# holds in full are kept (server-cost --resume).
 # Usage: setsid bash benchmark/gpu/server/campaign.sh OUTDIR [STEP...] > /dev/null 2>&1 &
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -36,9 +38,11 @@ model_dir() {  # model_dir SIZE [ARGS...]: write $models/SIZE once
   python3 -m gdn_parity.cli model-dir "$1" "$models/$1" "${@:2}" >> "$out/model-dir.log" 2>&1 ||
     { log "model-dir $1 failed (exit $?)"; exit 1; }
 }
-cost() {  # cost PLAN NAME
+cost() {  # cost PLAN NAME: goes on from OUTDIR/NAME/results.json where one is there
   model_dir 27b --no-weights
-  python3 -m gdn_parity.cli server-cost "benchmark/gpu/server/plans/$1.toml" --out "$out/$2" \
+  local resume=()
+  [ -f "$out/$2/results.json" ] && resume=(--resume)
+  python3 -m gdn_parity.cli server-cost "benchmark/gpu/server/plans/$1.toml" --out "$out/$2" "${resume[@]}" \
     --set "SERVER_PYTHON=$(command -v python3)" --set "TREE_SERIES=$trees/series" \
     --set "MODEL_DIR=$models/27b/target" --set "DRAFT=$models/27b/draft" --set SSM_DTYPE=float32
 }

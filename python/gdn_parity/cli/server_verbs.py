@@ -59,17 +59,24 @@ def cmd_server_cost(args: argparse.Namespace) -> int:
     from gdn_parity.servercost.dryrun import dry_run_lines
     from gdn_parity.servercost.plan import check_cost_paths, load_cost_plan
     from gdn_parity.servercost.report import summary
+    from gdn_parity.servercost.resume import kept_starts, read_earlier
     from gdn_parity.servercost.run import RESULTS_JSON, RESULTS_MD, run_cost_plan
+    from gdn_parity.servercost.schedule import schedule
 
     plan = load_cost_plan(args.plan, dict(args.set), os.environ)
     out = args.out.absolute()
+    earlier = read_earlier(out / RESULTS_JSON) if args.resume else None
     if args.dry_run:
-        for line in dry_run_lines(plan, out, os.environ):
+        kept = () if earlier is None else kept_starts(earlier, plan, schedule(plan))[0]
+        for line in dry_run_lines(plan, out, os.environ, kept):
             print(line)
         return 0
-    _fresh_out(out, args.out)
+    if earlier is None:
+        _fresh_out(out, args.out)
+    else:
+        writable_dirs((out, "--out"))
     python = check_cost_paths(plan)
-    results = run_cost_plan(plan, python, out, os.environ)
+    results = run_cost_plan(plan, python, out, os.environ, earlier)
     print("\n".join(summary(results, plan)))
     problem = results.problem()
     if problem is not None:
@@ -128,4 +135,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "plan or when a server did not come up or a batch could not be timed.",
     )
     _plan_arguments(p, "gdn_parity/servercost/plan.py and gdn_parity/realserver/plan.py")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on from the results.json an earlier run left in --out: the starts it holds "
+        "in full, for which the plan is unchanged, do not run again (a plan longer than one "
+        "GPU lease)",
+    )
     p.set_defaults(func=cmd_server_cost)

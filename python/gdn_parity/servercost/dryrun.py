@@ -1,10 +1,11 @@
 """``server-cost --dry-run``: every start's bandwidth probe, command line and environment,
-the batches timed on it, and the run's totals; nothing is started."""
+the batches timed on it, and the run's totals; nothing is started. With ``--resume``, the
+starts an earlier run holds in full are named as kept, and not counted."""
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 from gdn_parity.realserver.dryrun import count
@@ -21,7 +22,9 @@ def _runs(b: BenchmarkSpec) -> int:
     return 1 + 2 * b.repeats
 
 
-def dry_run_lines(plan: CostPlan, out: Path, environ: Mapping[str, str]) -> Iterable[str]:
+def dry_run_lines(
+    plan: CostPlan, out: Path, environ: Mapping[str, str], kept: Collection[str] = ()
+) -> Iterable[str]:
     starts = schedule(plan)
     benches = {b.name: b for b in plan.benchmarks}
     yield (
@@ -38,6 +41,10 @@ def dry_run_lines(plan: CostPlan, out: Path, environ: Mapping[str, str]) -> Iter
         launch = start_launch(plan, plan.python, start, out, None, environ)
         length = "" if start.accept_length is None else f", accept length {start.accept_length}"
         number += 1
+        if start.label in kept:
+            timed = "the earlier run timed it"
+            yield f"{number}. kept {launch.label} ({server.describe()}{length}): {timed}"
+            continue
         yield (
             f"{number}. start {launch.label} ({server.describe()}{length}): first the copy "
             f"bandwidth ({shlex.join(probe_argv(plan.python))}, in its environment), then up "

@@ -2,12 +2,17 @@
 run of a batch, per request; and the table's rows with their ratios.
 
 ``results.json`` is ``asdict`` of ``CostResults``; ``report.py`` renders ``results.md`` from it.
+``CostResults.from_json`` reads it back (``server-cost --resume``), each field as its type says.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import types
+import typing
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from gdn_parity.realserver.results import ServerRun
 
@@ -112,6 +117,8 @@ class StartResult:
     bandwidth: Bandwidth | None = None
     bandwidth_problem: str | None = None
     capacity: Capacity | None = None
+    # What the start ran, as a digest (``resume.start_fingerprint``); None before --resume.
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -163,3 +170,46 @@ class CostResults:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> CostResults:
+        """``to_json``'s text back as typed data; ValueError names the first field that does
+        not fit its type."""
+        return _decode(cls, json.loads(text), "results")
+
+
+def _decode(kind: Any, value: Any, where: str) -> Any:
+    """``value`` (parsed JSON) as ``kind``: a dataclass, ``list[X]``, ``dict[str, X]``, ``X |
+    None`` or a scalar. An int is taken where a float is due: a field that held an int was
+    written as one."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _decode(inner, value, where)
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
+        hints = typing.get_type_hints(kind)
+        known = {f.name for f in dataclasses.fields(kind)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"{where}: unknown field {unknown[0]!r}")
+        return kind(**{k: _decode(hints[k], v, f"{where}.{k}") for k, v in value.items()})
+    if origin is list:
+        if not isinstance(value, list):
+            raise ValueError(f"{where}: expected a list, got {type(value).__name__}")
+        return [_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict or kind is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
+        inner = args[1] if args else Any
+        return {k: _decode(inner, v, f"{where}.{k}") for k, v in value.items()}
+    if kind is Any:
+        return value
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{where}: expected {kind.__name__}, got {type(value).__name__}")
+    return value

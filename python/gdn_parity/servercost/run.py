@@ -4,7 +4,9 @@ Per start: the copy bandwidth (no server of the run up), the server, its limits,
 benchmark's batches, the stop. A server that does not come up is stopped, its log's last
 lines go to stderr and to the results, its cells say so, and the run goes on with the next
 start. Every server is stopped when the run ends, however it ends; ``results.json`` and
-``results.md`` are written then too, with ``complete`` false when it was cut short.
+``results.md`` are written then too, with ``complete`` false when it was cut short. Given an
+earlier run's results (``--resume``), the starts they hold in full are not run again: their
+records and cells join this run's, in the plan's order (``resume.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from gdn_parity.servercost.measure import time_batch
 from gdn_parity.servercost.plan import BenchmarkSpec, CostPlan
 from gdn_parity.servercost.report import render
 from gdn_parity.servercost.results import Capacity, Cell, CostResults, Measured, StartResult
+from gdn_parity.servercost.resume import kept_starts, start_fingerprint
 from gdn_parity.servercost.schedule import CostStart, schedule
 from gdn_parity.servercost.table import table_rows
 from gdn_parity.servercost.timing import repeat_cost, spread
@@ -82,6 +85,7 @@ class _CostRun:
             ),
             name=start.server,
             accept_length=start.accept_length,
+            fingerprint=start_fingerprint(self.plan, start),
         )
         self.results.starts.append(record)
         try:
@@ -203,14 +207,30 @@ class _CostRun:
 
 
 def run_cost_plan(
-    plan: CostPlan, python: Path, out: Path, environ: Mapping[str, str]
+    plan: CostPlan,
+    python: Path,
+    out: Path,
+    environ: Mapping[str, str],
+    earlier: CostResults | None = None,
 ) -> CostResults:
-    """Start, time and stop as ``schedule(plan)`` says; the results (also in ``out``)."""
+    """Start, time and stop as ``schedule(plan)`` says, past the starts ``earlier`` holds in
+    full; the results (also in ``out``)."""
     out.mkdir(parents=True, exist_ok=True)
     run = _CostRun(plan, python, out, environ)
+    starts = schedule(plan)
+    kept, dropped = ({}, []) if earlier is None else kept_starts(earlier, plan, starts)
+    if earlier is not None:
+        run.results.events += earlier.events
+        run.event(f"resumed: {len(kept)} of {len(starts)} starts kept from the earlier run")
+        for line in dropped:
+            run.event(f"run again {line}")
     try:
         with ServerPool(plan.stop_grace, environ) as pool:
-            for start in schedule(plan):
+            for start in starts:
+                if start.label in kept:
+                    run.results.starts.append(kept[start.label].start)
+                    run.results.cells += kept[start.label].cells
+                    continue
                 run.start(pool, start)
         run.results.complete = True
     except KeyboardInterrupt:
