@@ -17,12 +17,13 @@ def test_the_demo_writes_its_table_figure_results_and_traces(series, tmp_path, r
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     *_, closing, wrote = proc.stdout.splitlines()
-    # The verdict restates what the run covered (before: only the report's title did).
+    # The verdict restates what the run covered (before: only the report's title did), and
+    # comes right after the claim (before: after a 150-character parenthesis).
     assert closing == (
-        "exact parity of the GDN layers (exact-parity; the row-wise stack computes everything "
-        "else one row at a time, a control that says nothing about GEMMs, attention kernels or "
-        "batching): HOLDS, tokens and committed states are bitwise equal to Base in all 3 "
-        "modes, for the tiny model on CPU under the Triton interpreter, 5 tokens, bfloat16 "
+        "exact parity of the GDN layers: HOLDS, tokens and committed states are bitwise equal "
+        "to Base in all 3 modes (exact-parity; the row-wise stack computes everything else one "
+        "row at a time, a control that says nothing about GEMMs, attention kernels or "
+        "batching), for the tiny model on CPU under the Triton interpreter, 5 tokens, bfloat16 "
         "activations, bfloat16 KV cache, bfloat16 SSM pool, row-wise stack, torch attention"
     )
     assert wrote == f"wrote {out / 'demo.md'}, {out / 'demo.json'}, {out / 'drift.png'}"
@@ -123,10 +124,11 @@ def test_a_run_without_the_contracts_variant_says_it_judged_nothing(tmp_path, ru
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     closing = proc.stdout.strip().splitlines()[-2]
-    assert closing.startswith("exact parity of the GDN layers (exact-parity; "), closing
-    assert "): NOT JUDGED, this run has no exact-parity variant (add it to --variants), for " in (
-        closing
-    )
+    assert closing.startswith(
+        "exact parity of the GDN layers: NOT JUDGED, this run has no exact-parity variant (add "
+        "it to --variants; exact-parity; the row-wise stack "
+    ), closing
+    assert "batching), for the tiny model" in closing
     assert closing.endswith(", 2 tokens, bfloat16 activations, bfloat16 KV cache, bfloat16 SSM "
                             "pool, row-wise stack, torch attention"), closing  # fmt: skip
 
@@ -170,6 +172,6 @@ def test_an_fp8_kv_cache_reaches_every_variant_and_the_closing_line(tmp_path, ru
 def _assert_token_identity_holds(proc, scope: str) -> None:
     """The demo's closing line judges token identity HOLDS, for ``scope``."""
     closing = proc.stdout.strip().splitlines()[-2]
-    assert closing.startswith("token identity with Base (deterministic-exact-parity: "), closing
-    holds = "): HOLDS, tokens and committed states are bitwise equal to Base in all 2 modes, for "
-    assert closing.endswith(holds + scope), closing
+    holds = "token identity with Base: HOLDS, tokens and committed states are bitwise equal to "
+    assert closing.startswith(holds + "Base in all 2 modes (deterministic-exact-parity: "), closing
+    assert closing.endswith("decode's fused conv), for " + scope), closing

@@ -116,13 +116,18 @@ def _run_variants(series: Series, plan: DemoPlan, raw_dir: Path) -> list[Variant
 # layers exact; on the server stack that deterministic inference with the flag makes
 # speculative decoding token-identical to Base.
 CONTRACT_VARIANT = {"rowwise": "exact-parity", "server": "deterministic-exact-parity"}
+# Each stack's claim, and what it rests on: the closing line gives the claim, its verdict,
+# then this, so that the verdict is read first.
 CONTRACT_CLAIM = {
-    "rowwise": "exact parity of the GDN layers (exact-parity; the row-wise stack computes "
-    "everything else one row at a time, a control that says nothing about GEMMs, attention "
-    "kernels or batching)",
-    "server": "token identity with Base (deterministic-exact-parity: "
-    "--enable-deterministic-inference and --gdn-verify-exact-parity, on the server stack: "
-    "batched GEMMs, sglang's Triton attention and GDN backends, decode's fused conv)",
+    "rowwise": "exact parity of the GDN layers",
+    "server": "token identity with Base",
+}
+CONTRACT_BASIS = {
+    "rowwise": "exact-parity; the row-wise stack computes everything else one row at a time, "
+    "a control that says nothing about GEMMs, attention kernels or batching",
+    "server": "deterministic-exact-parity: --enable-deterministic-inference and "
+    "--gdn-verify-exact-parity, on the server stack: batched GEMMs, sglang's Triton attention "
+    "and GDN backends, decode's fused conv",
 }
 
 
@@ -187,7 +192,10 @@ def _closing_line(plan: DemoPlan, parity: list[Row]) -> str:
         else "HOLDS, tokens and committed states are bitwise equal to Base in all "
         f"{len(parity)} modes"
     )
-    return f"{CONTRACT_CLAIM[plan.stack]}: {outcome}, for the {_scope(plan)}"
+    return (
+        f"{CONTRACT_CLAIM[plan.stack]}: {outcome} ({CONTRACT_BASIS[plan.stack]}), for the "
+        f"{_scope(plan)}"
+    )
 
 
 def _report(
@@ -231,5 +239,5 @@ def _not_judged_line(plan: DemoPlan) -> str:
     variant = CONTRACT_VARIANT[plan.stack]
     return (
         f"{CONTRACT_CLAIM[plan.stack]}: NOT JUDGED, this run has no {variant} variant (add it "
-        f"to --variants), for the {_scope(plan)}"
+        f"to --variants; {CONTRACT_BASIS[plan.stack]}), for the {_scope(plan)}"
     )
