@@ -235,6 +235,56 @@ def test_split_groups_per_request(sglang_tree, rows, groups):
     assert max_split_groups(lambda n: (n + 255) // 256, 4096, rows) == groups
 
 
+@pytest.mark.parametrize(
+    ("prefix", "rows", "reads"),
+    # Past 1568 tokens every row's splits are 256 tokens: one split group, one read.
+    # (126, 254) at 4 rows: 127-130 hold one split; 255-256 one, 257-258 splits of 160.
+    [((1600, 2047), 4, 1), ((1600, 2047), 9, 1), ((126, 254), 4, 2)],
+)
+def test_the_kernel_loads_each_kv_element_once_per_split_group(
+    sglang_tree, monkeypatch, prefix, rows, reads
+):
+    """What stage 1 loads from the K and V pools (issued loads, counted under the
+    interpreter): every element of a request's rows at most ``reads`` times, the
+    request's split groups; past 1568 tokens exactly once, all rows of the
+    request together. Decode's rows, one launch per row as before this kernel,
+    load the prefix once per row."""
+    from sglang.kernels.ops.attention import decode_attention
+    from sglang.kernels.ops.attention.verify_decode_attention import verify_decode_attention_fwd
+
+    from helpers.loads import counted_loads
+
+    counts = {}
+
+    def counting(name, launcher):
+        def launch(q, k_buf, v_buf, *args, **kwargs):
+            with counted_loads(k_buf, v_buf) as loads:
+                launcher(q, k_buf, v_buf, *args, **kwargs)
+            counts[name] = loads
+
+        return launch
+
+    monkeypatch.setattr(
+        decode_attention,
+        "decode_attention_fwd",
+        counting("decode", decode_attention.decode_attention_fwd),
+    )
+    case = KernelCase(*GQA, prefix, rows)
+    (out, _, _), (v_out, _, _) = _kernel_rows(case, counting("verify", verify_decode_attention_fwd))
+    assert torch.equal(v_out, out)
+    # One read: each request's tokens up to its longest row, every KV head, every dim.
+    one_read = sum(length + rows for length in prefix) * case.kv_heads * case.dim
+    per_row = sum(length + j for length in prefix for j in range(1, rows + 1))
+    for pool in (0, 1):  # K, then V
+        verify, decode = counts["verify"][pool], counts["decode"][pool]
+        assert verify.distinct == one_read
+        assert max(verify.times.values()) == reads
+        assert verify.elements <= reads * one_read
+        assert decode.elements == per_row * case.kv_heads * case.dim
+    if reads == 1:
+        assert counts["verify"][0].elements == one_read
+
+
 # --- the backend: verify against decode ---------------------------------------
 
 
