@@ -44,3 +44,31 @@ def _after() -> str:
     """The runner's own PYTHONPATH, which the server gets after the tree's."""
     inherited = os.environ.get("PYTHONPATH")
     return f":{inherited}" if inherited else ""
+
+
+def _two_comparisons(rig):
+    servers = {
+        "base": rig.server(name="base"),
+        "g1": rig.server("dspark", 1, name="g1"),
+        "g3": rig.server("dspark", 3, name="g3"),
+    }
+    comparison = {"base": "base", "batches": [1], "max_new_tokens": 8, "expect": "identical"}
+    return rig.plan(servers, {"c1": comparison | {"spec": "g1"}, "c3": comparison | {"spec": "g3"}})
+
+
+def test_only_runs_the_named_comparisons_and_starts_only_their_servers(rig):
+    proc = rig.run(_two_comparisons(rig), "--dry-run", "--only", "c3")
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    steps = [line.split(":")[0] for line in proc.stdout.splitlines() if line[:1].isdigit()]
+    assert steps == ["1. start base (base)", "2. start g3 (dspark, gamma 3)", "3. compare c3",
+                     "4. stop g3", "5. stop base"]  # fmt: skip
+
+
+def test_only_refuses_a_comparison_the_plan_does_not_have(rig):
+    proc = rig.run(_two_comparisons(rig), "--only", "c3,c2")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (
+        "gdn-parity server-parity: error: --only c2: the plan has no such comparison (it has "
+        "c1, c3)\n"
+    )
+    assert not rig.out.exists() and rig.events() == []

@@ -13,6 +13,8 @@
 # per batch size. It needs an H200's memory for batch 64 (the plan says why). It spans
 # leases: put an earlier lease's cost/results.json in OUTDIR/cost/ first, and the starts it
 # holds in full are kept (server-cost --resume).
+# GRAPHS_ONLY=NAME[,NAME...] runs only those comparisons of contract-graphs.toml in the graphs
+# steps (server-parity --only), e.g. graphs-g3-forced-reject for a short lease.
 # Usage: setsid bash benchmark/gpu/server/campaign.sh OUTDIR [STEP...] > /dev/null 2>&1 &
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -29,7 +31,8 @@ vars=(--set "SERVER_PYTHON=$(command -v python3)" --set "TREE_SERIES=$trees/seri
   --set "DRAFT=$models/27b-8l/draft")
 graphs() {  # graphs NAME SSM_DTYPE KV_DTYPE MM_DEEPGEMM
   python3 -m gdn_parity.cli server-parity benchmark/gpu/server/plans/contract-graphs.toml \
-    --out "$out/$1" "${vars[@]}" --set "SSM_DTYPE=$2" --set "KV_DTYPE=$3" --set "MM_DEEPGEMM=$4"
+    --out "$out/$1" "${vars[@]}" --set "SSM_DTYPE=$2" --set "KV_DTYPE=$3" --set "MM_DEEPGEMM=$4" \
+    ${GRAPHS_ONLY:+--only "$GRAPHS_ONLY"}
 }
 log "campaign: ${steps[*]}"
 model_dir() {  # model_dir SIZE [ARGS...]: write $models/SIZE once

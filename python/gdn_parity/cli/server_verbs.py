@@ -4,6 +4,7 @@ series."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def cmd_server_parity(args: argparse.Namespace) -> int:
     from gdn_parity.realserver.results import EXIT_INCOMPLETE
     from gdn_parity.realserver.run import RESULTS_JSON, RESULTS_MD, run_plan
 
-    plan = load_plan(args.plan, dict(args.set))
+    plan = _only(load_plan(args.plan, dict(args.set)), args.only)
     out = args.out.absolute()
     if args.dry_run:
         for line in dry_run_lines(plan, out, os.environ):
@@ -43,6 +44,22 @@ def cmd_server_parity(args: argparse.Namespace) -> int:
         raise GdnParityError(f"{results.problem()}; the results so far: {out / RESULTS_MD}")
     print(f"wrote {out / RESULTS_MD} and {out / RESULTS_JSON}")
     return status
+
+
+def _only(plan, names: list[str] | None):
+    """The plan with the comparisons ``names`` lists (``--only``), in its order; the
+    servers none of them needs are not started."""
+    if not names:
+        return plan
+    known = [c.name for c in plan.comparisons]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise GdnParityError(
+            f"--only {unknown[0]}: the plan has no such comparison (it has {', '.join(known)})"
+        )
+    return dataclasses.replace(
+        plan, comparisons=tuple(c for c in plan.comparisons if c.name in names)
+    )
 
 
 def _fresh_out(out: Path, given: Path) -> None:
@@ -122,6 +139,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "one did not, 2 on a bad plan or when a server did not come up or a request failed.",
     )
     _plan_arguments(p, "gdn_parity/realserver/plan.py")
+    p.add_argument(
+        "--only",
+        type=lambda text: [name for name in text.split(",") if name],
+        metavar="NAME[,NAME...]",
+        help="run only these comparisons of the plan, and start only the servers they need "
+        "(a plan longer than one GPU lease)",
+    )
     p.set_defaults(func=cmd_server_parity)
     p = sub.add_parser(
         "server-cost",
