@@ -13,8 +13,10 @@
 # per batch size. It needs an H200's memory for batch 64 (the plan says why). It spans
 # leases: put an earlier lease's cost/results.json in OUTDIR/cost/ first, and the starts it
 # holds in full are kept (server-cost --resume).
-# GRAPHS_ONLY=NAME[,NAME...] runs only those comparisons of contract-graphs.toml in the graphs
-# steps (server-parity --only), e.g. graphs-g3-forced-reject for a short lease.
+# IDENTITY_MODEL=SIZE (default 27b-8l) picks the model-dir of the identity steps; large loads
+# and starts faster. GRAPHS_ONLY=NAME[,NAME...] runs only those comparisons of
+# contract-graphs.toml in the graphs steps (server-parity --only), e.g.
+# graphs-g3-forced-reject for a short lease.
 # Usage: setsid bash benchmark/gpu/server/campaign.sh OUTDIR [STEP...] > /dev/null 2>&1 &
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -24,11 +26,12 @@ steps=("$@")
 source benchmark/gpu/server/env.sh
 trees=${TREES:-/tmp/srv-trees}
 models=${MODELS:-/tmp/srv-models}
+identity=${IDENTITY_MODEL:-27b-8l}  # the model-dir size of the identity steps
 mkdir -p "$out"
 log() { echo "$(date -u +%H:%M:%S) $*" >> "$out/campaign.log"; }
 vars=(--set "SERVER_PYTHON=$(command -v python3)" --set "TREE_SERIES=$trees/series"
-  --set "TREE_0523=$trees/v0.5.23" --set "MODEL_DIR=$models/27b-8l/target"
-  --set "DRAFT=$models/27b-8l/draft")
+  --set "TREE_0523=$trees/v0.5.23" --set "MODEL_DIR=$models/$identity/target"
+  --set "DRAFT=$models/$identity/draft")
 graphs() {  # graphs NAME SSM_DTYPE KV_DTYPE MM_DEEPGEMM
   python3 -m gdn_parity.cli server-parity benchmark/gpu/server/plans/contract-graphs.toml \
     --out "$out/$1" "${vars[@]}" --set "SSM_DTYPE=$2" --set "KV_DTYPE=$3" --set "MM_DEEPGEMM=$4" \
@@ -51,9 +54,9 @@ cost() {  # cost PLAN NAME: goes on from OUTDIR/NAME/results.json where one is t
 }
 for step in "${steps[@]}"; do
   log "start $step"
-  case $step in refusals|reporter|graphs-*) model_dir 27b-8l --device cuda ;; esac
+  case $step in refusals|reporter|graphs-*) model_dir "$identity" --device cuda ;; esac
   case $step in
-    refusals) bash benchmark/gpu/server/refusals.sh "$out/refusals" "$models/27b-8l/target" "$models/27b-8l/draft" ;;
+    refusals) bash benchmark/gpu/server/refusals.sh "$out/refusals" "$models/$identity/target" "$models/$identity/draft" ;;
     reporter) python3 -m gdn_parity.cli server-parity benchmark/gpu/server/plans/reporter-diagnostic.toml \
                 --out "$out/reporter" "${vars[@]}" ;;
     graphs-bf16) graphs graphs-bf16 bfloat16 auto 1 ;;
