@@ -126,7 +126,7 @@ def test_a_run_without_the_contracts_variant_says_it_judged_nothing(tmp_path, ru
     closing = proc.stdout.strip().splitlines()[-2]
     assert closing.startswith(
         "exact parity of the GDN layers: NOT JUDGED, this run has no exact-parity variant (add "
-        "it to --variants; exact-parity; the row-wise stack "
+        "it to --variants) (exact-parity; the row-wise stack "
     ), closing
     assert "batching), for the tiny model" in closing
     assert closing.endswith(", 2 tokens, bfloat16 activations, bfloat16 KV cache, bfloat16 SSM "

@@ -1,10 +1,10 @@
 """What the Triton interpreter's kernels load from given tensors, address by address.
 
 ``counted_loads(*tensors)`` wraps the interpreter's masked load (every ``tl.load`` goes
-through it) and, for each tensor, counts how often each of its bytes' elements is loaded:
-only the lanes a mask lets through, as a GPU issues them. It counts issued loads, the
-bytes a kernel asks for; a GPU's caches may serve some of them, so these are an upper
-bound on what reaches DRAM from these tensors.
+through it) and, for each tensor, counts how often each of its elements is loaded: only
+the lanes a mask lets through, as a GPU issues them. These are issued loads, what a kernel
+asks for. Where the loaded elements fill whole 32-byte sectors (a bf16 row of 256 does), a
+GPU's caches can only lower what reaches DRAM, so the count bounds those bytes from above.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from triton.runtime import interpreter
 class LoadCount:
     """Loads of one tensor's elements: how many times each address was loaded."""
 
-    start: int  # the storage's first byte
-    nbytes: int
-    element_size: int
+    start: int  # the tensor's first byte
+    end: int  # one past its last byte
     times: dict[int, int] = field(default_factory=dict)  # address -> loads
 
     @property
@@ -37,18 +36,23 @@ class LoadCount:
         return len(self.times)
 
     def add(self, addresses: np.ndarray) -> None:
-        inside = addresses[(addresses >= self.start) & (addresses < self.start + self.nbytes)]
+        inside = addresses[(addresses >= self.start) & (addresses < self.end)]
         values, counts = np.unique(inside, return_counts=True)
         for address, count in zip(values.tolist(), counts.tolist(), strict=True):
             self.times[address] = self.times.get(address, 0) + count
 
 
+def _extent(t: torch.Tensor) -> int:
+    """Bytes from a view's first element to one past its last."""
+    if t.numel() == 0:
+        return 0
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+    return (last + 1) * t.element_size()
+
+
 @contextmanager
 def counted_loads(*tensors: torch.Tensor) -> Iterator[list[LoadCount]]:
-    counts = [
-        LoadCount(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes(), t.element_size())
-        for t in tensors
-    ]
+    counts = [LoadCount(t.data_ptr(), t.data_ptr() + _extent(t)) for t in tensors]
     original = interpreter.InterpreterBuilder.create_masked_load
 
     def create_masked_load(self, ptrs, mask, other, *args, **kwargs):

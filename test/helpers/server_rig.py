@@ -72,9 +72,12 @@ class Rig:
         self.out = root / "out"
         self.python = Path(sys.executable)  # the plan's ${PYTHON}
 
-    def cost_python(self, bytes_per_s: float | None) -> Path:
+    def cost_python(
+        self, bytes_per_s: float | None, device: str = "fake GPU", software: str = "torch 0"
+    ) -> Path:
         """An interpreter for a cost plan: ``sys.executable``, but its copy probe records a
-        ``probe`` event and prints ``bytes_per_s`` (None: fails as on a machine without CUDA)."""
+        ``probe`` event and prints ``bytes_per_s`` on ``device`` with ``software`` (None: it
+        fails as on a machine without CUDA)."""
         wrapper = self.root / "cost-python"
         wrapper.write_text(
             f"#!{sys.executable}\n"
@@ -88,7 +91,8 @@ class Rig:
             "        f.write(json.dumps(event) + '\\n')\n"
             f"    if {bytes_per_s!r} is None:\n"
             "        sys.exit('copyprobe: torch sees no CUDA device')\n"
-            f"    print(json.dumps({{'bytes_per_s': {bytes_per_s!r}, 'device': 'fake GPU'}}))\n"
+            f"    print(json.dumps({{'bytes_per_s': {bytes_per_s!r}, 'device': {device!r},\n"
+            f"                      'software': {software!r}}}))\n"
             "    sys.exit(0)\n"
             f"os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])\n"
         )

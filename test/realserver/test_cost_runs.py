@@ -5,8 +5,10 @@ sent, and the table the times give."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +33,7 @@ def _server(rig, mode: str, name: str, step_ms: float, gamma: int = 1, **keys) -
     return rig.server(mode, gamma, name=name, env=env, **keys)
 
 
-def _plan(rig, batches: list[int] = [1, 3], **servers_env):  # noqa: B006 (read only)
+def _plan(rig, batches: list[int] = [1, 3], top: dict | None = None, **servers_env):  # noqa: B006
     servers = {
         "base": _server(rig, "base", "base", 10),
         "base-x": _server(rig, "base", "base-x", 12, args=EXACT),
@@ -45,7 +47,7 @@ def _plan(rig, batches: list[int] = [1, 3], **servers_env):  # noqa: B006 (read 
               "contract": {"base-x": "base", "g1-x": "g1"}, "batches": batches,
               "prompt_len": 8, "short_tokens": 5, "long_tokens": 29, "repeats": 3},
     }  # fmt: skip
-    return rig.cost_plan(servers, benchmarks)
+    return rig.cost_plan(servers, benchmarks, **(top or {}))
 
 
 def test_the_table_of_four_servers_at_each_accept_length(rig):
@@ -91,7 +93,7 @@ def test_the_table_of_four_servers_at_each_accept_length(rig):
     assert (g1["floor"]["state"], g1["floor"]["kv"], g1["floor"]["width"]) == (21_888, 3_456, 2)
     assert g1["floor"]["token_ms"] == pytest.approx(g1["floor"]["step_ms"] / 2)
     assert [s["bandwidth"] for s in results["starts"]] == [
-        {"bytes_per_s": 2e12, "device": "fake GPU"}
+        {"bytes_per_s": 2e12, "device": "fake GPU", "software": "torch 0"}
     ] * 6
     assert results["complete"] and all(c["not_run"] is None for c in results["cells"])
     assert f"wrote {rig.out}/results.md" in proc.stdout
@@ -224,21 +226,30 @@ def _starts_run(rig) -> list[str]:
     return [e["server"] for e in rig.events("start")]
 
 
+def _resumed(rig, plan, *extra: str) -> subprocess.CompletedProcess:
+    """``plan`` resumed in the rig's ``--out``, its servers' records cleared first."""
+    (rig.records / "events.jsonl").unlink(missing_ok=True)
+    return rig.run(plan, "--resume", *extra, verb="server-cost")
+
+
 def test_resume_runs_again_only_a_failed_or_changed_start_and_renders_one_table(rig):
     rig.cost_python(2e12)
     first = rig.run(_plan(rig, [1], **{"base-x": {"FAKE_SGLANG_FAIL": "1"}}), verb="server-cost")
     assert first.returncode == 2, first.stderr
     assert _starts_run(rig) == ["base", "base-x", "g1", "g1", "g1-x", "g1-x"]
-    (rig.records / "events.jsonl").unlink()
     # base-x now starts; g1-x's steps take 17 ms, not 16: a change to what that server runs.
-    plan = _plan(rig, [1], **{"g1-x": {"FAKE_SGLANG_STEP_MS": "300,17"}})
-    proc = rig.run(plan, "--resume", verb="server-cost")
+    # A longer request timeout changes nothing a start measures.
+    plan = _plan(rig, [1], {"request_timeout": 999}, **{"g1-x": {"FAKE_SGLANG_STEP_MS": "300,17"}})
+    proc = _resumed(rig, plan)
     assert proc.returncode == 0, proc.stderr
     assert _starts_run(rig) == ["base-x", "g1-x", "g1-x"]
     results = rig.results()
     assert [s["server"]["label"] for s in results["starts"]] == [
         "base", "base-x", "g1+acc1", "g1+acc2", "g1-x+acc1", "g1-x+acc2"
     ]  # fmt: skip
+    assert [c["start"] for c in results["cells"]] == [
+        s["server"]["label"] for s in results["starts"]
+    ]
     assert results["complete"] and all(c["measured"] for c in results["cells"])
     assert "resumed: 3 of 6 starts kept from the earlier run" in results["events"]
     assert "run again base-x: it failed" in results["events"]
@@ -251,6 +262,9 @@ def test_resume_runs_again_only_a_failed_or_changed_start_and_renders_one_table(
     table = (rig.out / "results.md").read_text()
     assert "| base | - | 1 (1.00) | 1 | 10.00 [10.00-10.00] |" in table
     assert "| g1-x | 1 | 2 (2.00) | 1 | 8.50 [8.50-8.50] | 17.00 [17.00-17.00] |" in table
+    # The failed attempt's log is set aside, not appended to.
+    assert "RuntimeError: fake start failure" in (rig.out / "logs" / "base-x.1.log").read_text()
+    assert "fake start failure" not in (rig.out / "logs" / "base-x.log").read_text()
     assert rig.wait_gone(0) == []
 
 
@@ -259,19 +273,100 @@ def test_resume_of_a_complete_run_starts_nothing(rig):
     plan = _plan(rig, [1])
     assert rig.run(plan, verb="server-cost").returncode == 0
     before = rig.results()
-    (rig.records / "events.jsonl").unlink()
-    dry = rig.run(plan, "--resume", "--dry-run", verb="server-cost")
+    dry = _resumed(rig, plan, "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert "1. kept base (base): the earlier run timed it" in dry.stdout.splitlines()
-    totals = "in all: 0 requests, 0 prompt tokens prefilled, 0 new tokens"
-    assert dry.stdout.splitlines()[-1] == totals
-    proc = rig.run(plan, "--resume", verb="server-cost")
+    lines = dry.stdout.splitlines()
+    assert "6 starts (6 kept from the earlier run)" in lines[0]
+    assert lines[3].startswith("1. kept base (base): the earlier run timed it (it runs again if ")
+    assert lines[-1] == "in all: 0 requests, 0 prompt tokens prefilled, 0 new tokens"
+    proc = _resumed(rig, plan)
     assert proc.returncode == 0, proc.stderr
-    assert rig.events() == []
+    assert [e["event"] for e in rig.events()] == ["probe"]  # the GPU's check, no server
     after = rig.results()
     assert (after["starts"], after["cells"], after["rows"]) == (
         before["starts"], before["cells"], before["rows"]
     )  # fmt: skip
+    assert after["events"][: len(before["events"])] == before["events"]
+    assert after["events"][len(before["events"]) :] == [
+        "resumed: 6 of 6 starts kept from the earlier run"
+    ]
+
+
+def test_resume_on_another_gpu_runs_every_start_again(rig):
+    rig.cost_python(2e12, device="GPU A")
+    plan = _plan(rig, [1])
+    assert rig.run(plan, verb="server-cost").returncode == 0
+    rig.cost_python(3e12, device="GPU B")
+    proc = _resumed(rig, plan)
+    assert proc.returncode == 0, proc.stderr
+    assert _starts_run(rig) == ["base", "base-x", "g1", "g1", "g1-x", "g1-x"]
+    results = rig.results()
+    assert (
+        "run again base: it ran on GPU A (torch 0), this machine has GPU B (torch 0)"
+        in results["events"]
+    )
+    assert {s["bandwidth"]["device"] for s in results["starts"]} == {"GPU B"}
+
+
+def test_resume_runs_again_what_was_not_timed_and_drops_what_the_plan_left(rig):
+    rig.cost_python(None)  # no bandwidth: the first run's starts have no floor
+    first = rig.run(_plan(rig, [1], g1={"FAKE_SGLANG_MAX_RUNNING": "0"}), verb="server-cost")
+    assert first.returncode == 2
+    rig.cost_python(2e12)
+    assert _resumed(rig, _plan(rig, [1], g1={"FAKE_SGLANG_MAX_RUNNING": "0"})).returncode == 2
+    events = rig.results()["events"]
+    assert "run again base: it has no copy bandwidth" in events
+    # g1 ran every batch but sent none (it runs no request at once): run again, not kept.
+    plan = rig.cost_plan(*_without_g1x(rig))
+    proc = _resumed(rig, plan)
+    assert proc.returncode == 0, proc.stderr
+    assert _starts_run(rig) == ["g1", "g1"]
+    events = rig.results()["events"]
+    assert "run again g1+acc1: not every batch was timed" in events
+    assert "run again g1-x+acc1: the plan no longer runs it" in events
+    assert [s["server"]["label"] for s in rig.results()["starts"]] == [
+        "base", "base-x", "g1+acc1", "g1+acc2"
+    ]  # fmt: skip
+
+
+def _without_g1x(rig) -> tuple[dict, dict]:
+    servers = {
+        "base": _server(rig, "base", "base", 10),
+        "base-x": _server(rig, "base", "base-x", 12, args=EXACT),
+        "g1": _server(rig, "dspark", "g1", 15),
+    }
+    benchmarks = {
+        "b": {"servers": ["base", "base-x", "g1"], "baseline": "base",
+              "contract": {"base-x": "base"}, "batches": [1], "prompt_len": 8,
+              "short_tokens": 5, "long_tokens": 29, "repeats": 3},
+    }  # fmt: skip
+    return servers, benchmarks
+
+
+def test_an_interrupted_resume_keeps_the_starts_it_had_not_reached(rig):
+    rig.cost_python(2e12)
+    assert rig.run(_plan(rig, [1]), verb="server-cost").returncode == 0
+    (rig.records / "events.jsonl").unlink()
+    # base changes and holds its requests: the resume is interrupted while it times base.
+    plan = _plan(rig, [1], base={"FAKE_SGLANG_HOLD": "60"})
+    runner = subprocess.Popen(
+        rig.args(plan, "--resume", verb="server-cost"), env=rig.env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not rig.events("request") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    runner.send_signal(signal.SIGINT)
+    runner.communicate(timeout=60)
+    results = rig.results()
+    assert results["interrupted"] == "interrupted (SIGINT or SIGTERM)"
+    assert [s["server"]["label"] for s in results["starts"]] == [
+        "base", "base-x", "g1+acc1", "g1+acc2", "g1-x+acc1", "g1-x+acc2"
+    ]  # fmt: skip
+    measured = {c["start"]: c["measured"] is not None for c in results["cells"]}
+    assert measured == {"base": False, "base-x": True, "g1+acc1": True, "g1+acc2": True,
+                        "g1-x+acc1": True, "g1-x+acc2": True}  # fmt: skip
+    assert rig.wait_gone() == []
 
 
 @pytest.mark.parametrize(
@@ -279,21 +374,34 @@ def test_resume_of_a_complete_run_starts_nothing(rig):
     [
         (None, "--resume: cannot read {out}/results.json (No such file or directory)"),
         ("{", "--resume: {out}/results.json is not a server-cost results.json: Expecting"),
+        (b"\xff\xfe", "is not a server-cost results.json: not UTF-8"),
         ('{"plan": "p", "out": "o", "rows": [], "mode": 1}',
          "is not a server-cost results.json: results: unknown field 'mode'"),
         ('{"plan": "p", "out": "o", "starts": [{"name": 3}]}',
          "is not a server-cost results.json: results.starts[0].name: expected str, got int"),
+        ('{"plan": "p", "out": "o", "starts": [{"name": "base"}]}',
+         "is not a server-cost results.json: results.starts[0]: missing field 'server'"),
+        ("twice", "is not a server-cost results.json: start base is in it twice"),
     ],
 )  # fmt: skip
 def test_resume_refuses_an_out_without_a_cost_runs_results(rig, content, message):
     rig.cost_python(2e12)
-    rig.out.mkdir()
-    if content is not None:
+    plan = _plan(rig, [1])
+    if content == "twice":
+        assert rig.run(plan, verb="server-cost").returncode == 0
+        results = rig.results()
+        results["starts"].append(results["starts"][0])
+        content = json.dumps(results)
+    rig.out.mkdir(exist_ok=True)
+    if isinstance(content, bytes):
+        (rig.out / "results.json").write_bytes(content)
+    elif content is not None:
         (rig.out / "results.json").write_text(content)
-    before = sorted(p.name for p in rig.out.iterdir())
-    proc = rig.run(_plan(rig, [1]), "--resume", verb="server-cost")
+    before = {p.name: p.read_bytes() for p in rig.out.rglob("*") if p.is_file()}
+    (rig.records / "events.jsonl").unlink(missing_ok=True)
+    proc = rig.run(plan, "--resume", verb="server-cost")
     assert proc.returncode == 2
     assert len(proc.stderr.splitlines()) == 1
     assert message.format(out=rig.out) in proc.stderr
-    assert sorted(p.name for p in rig.out.iterdir()) == before
+    assert {p.name: p.read_bytes() for p in rig.out.rglob("*") if p.is_file()} == before
     assert rig.events() == []

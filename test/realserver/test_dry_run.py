@@ -72,3 +72,20 @@ def test_only_refuses_a_comparison_the_plan_does_not_have(rig):
         "c1, c3)\n"
     )
     assert not rig.out.exists() and rig.events() == []
+
+
+def test_only_refuses_an_empty_list(rig):
+    proc = rig.run(_two_comparisons(rig), "--only", ",")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "gdn-parity server-parity: error: --only names no comparison (the plan has c1, c3)\n"
+    )
+    assert not rig.out.exists()
+
+
+def test_only_given_twice_runs_both_lists(rig):
+    proc = rig.run(_two_comparisons(rig), "--dry-run", "--only", "c3", "--only", "c1")
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split(":")[0] for line in proc.stdout.splitlines() if " compare " in line] == [
+        "3. compare c1", "6. compare c3"
+    ]  # fmt: skip

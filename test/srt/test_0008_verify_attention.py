@@ -237,7 +237,7 @@ def test_split_groups_per_request(sglang_tree, rows, groups):
 
 @pytest.mark.parametrize(
     ("prefix", "rows", "reads"),
-    # Past 1568 tokens every row's splits are 256 tokens: one split group, one read.
+    # From 1569 tokens on every row's splits are 256 tokens: one split group, one read.
     # (126, 254) at 4 rows: 127-130 hold one split; 255-256 one, 257-258 splits of 160.
     [((1600, 2047), 4, 1), ((1600, 2047), 9, 1), ((126, 254), 4, 2)],
 )
@@ -246,7 +246,7 @@ def test_the_kernel_loads_each_kv_element_once_per_split_group(
 ):
     """What stage 1 loads from the K and V pools (issued loads, counted under the
     interpreter): every element of a request's rows at most ``reads`` times, the
-    request's split groups; past 1568 tokens exactly once, all rows of the
+    request's split groups; from 1569 tokens on exactly once, all rows of the
     request together. Decode's rows, one launch per row as before this kernel,
     load the prefix once per row."""
     from sglang.kernels.ops.attention import decode_attention
@@ -279,10 +279,7 @@ def test_the_kernel_loads_each_kv_element_once_per_split_group(
         verify, decode = counts["verify"][pool], counts["decode"][pool]
         assert verify.distinct == one_read
         assert max(verify.times.values()) == reads
-        assert verify.elements <= reads * one_read
         assert decode.elements == per_row * case.kv_heads * case.dim
-    if reads == 1:
-        assert counts["verify"][0].elements == one_read
 
 
 # --- the backend: verify against decode ---------------------------------------

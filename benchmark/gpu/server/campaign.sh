@@ -4,17 +4,17 @@
 # OUTDIR/campaign.log and its output in OUTDIR/STEP.out. poll.sh waits on it. A step that
 # fails is logged and the next one runs.
 # Steps (default: all, in this order): refusals reporter graphs-bf16 graphs-bf16-triton
-# graphs-fp32 graphs-fp8kv gemm cost. The 27b-8l model directory is written before the first
-# step that needs it; cost and cost-slice write the 64-layer 27b's configs (no weights:
-# --load-format dummy). cost-slice (plans/cost-27b-slice.toml, not in the default list) is
+# graphs-fp32 graphs-fp8kv gemm cost. The identity steps' model directory (IDENTITY_MODEL) is
+# written before the first step that needs it; cost and cost-slice write the 64-layer 27b's
+# configs (no weights: --load-format dummy). cost-slice (plans/cost-27b-slice.toml, not in the default list) is
 # three starts at one accept length, about 15 minutes: the first slice for a short lease.
 # cost (plans/cost-27b.toml) takes about 2 hours on an H200 (1.5 to 3): 14 server starts,
 # each loading and capturing graphs, then 1.2 M prompt tokens and 811 new tokens a request
 # per batch size. It needs an H200's memory for batch 64 (the plan says why). It spans
 # leases: put an earlier lease's cost/results.json in OUTDIR/cost/ first, and the starts it
 # holds in full are kept (server-cost --resume).
-# IDENTITY_MODEL=SIZE (default 27b-8l) picks the model-dir of the identity steps; large loads
-# and starts faster. GRAPHS_ONLY=NAME[,NAME...] runs only those comparisons of
+# IDENTITY_MODEL=SIZE (default 27b-8l) picks the model-dir of the identity steps, e.g. large,
+# which loads and starts faster (not 27b: cost's weightless 27b directory). GRAPHS_ONLY=NAME[,NAME...] runs only those comparisons of
 # contract-graphs.toml in the graphs steps (server-parity --only), e.g.
 # graphs-g3-forced-reject for a short lease.
 # Usage: setsid bash benchmark/gpu/server/campaign.sh OUTDIR [STEP...] > /dev/null 2>&1 &
@@ -27,6 +27,10 @@ source benchmark/gpu/server/env.sh
 trees=${TREES:-/tmp/srv-trees}
 models=${MODELS:-/tmp/srv-models}
 identity=${IDENTITY_MODEL:-27b-8l}  # the model-dir size of the identity steps
+if [ "$identity" = 27b ]; then
+  echo "campaign.sh: IDENTITY_MODEL=27b is cost's weightless directory: name 27b-8l, large or tiny" >&2
+  exit 2
+fi
 mkdir -p "$out"
 log() { echo "$(date -u +%H:%M:%S) $*" >> "$out/campaign.log"; }
 vars=(--set "SERVER_PYTHON=$(command -v python3)" --set "TREE_SERIES=$trees/series"

@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+if len(sys.argv) != 2 or not (Path(sys.argv[1]) / "python" / "sglang").is_dir():
+    sys.exit("usage: count_loads.py TREE (a tree of the series: gdn-parity tree DIR)")
 os.environ["TRITON_INTERPRET"] = "1"
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(Path(sys.argv[1]).resolve() / "python"))

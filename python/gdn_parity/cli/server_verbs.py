@@ -7,9 +7,13 @@ import argparse
 import dataclasses
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gdn_parity.cli.options import path, writable_dirs
 from gdn_parity.errors import GdnParityError
+
+if TYPE_CHECKING:
+    from gdn_parity.realserver.plan import RunPlan
 
 
 def assignment(text: str) -> tuple[str, str]:
@@ -46,12 +50,14 @@ def cmd_server_parity(args: argparse.Namespace) -> int:
     return status
 
 
-def _only(plan, names: list[str] | None):
+def _only(plan: RunPlan, names: list[str] | None) -> RunPlan:
     """The plan with the comparisons ``names`` lists (``--only``), in its order; the
     servers none of them needs are not started."""
-    if not names:
+    if names is None:
         return plan
     known = [c.name for c in plan.comparisons]
+    if not names:
+        raise GdnParityError(f"--only names no comparison (the plan has {', '.join(known)})")
     unknown = [n for n in names if n not in known]
     if unknown:
         raise GdnParityError(
@@ -84,8 +90,12 @@ def cmd_server_cost(args: argparse.Namespace) -> int:
     out = args.out.absolute()
     earlier = read_earlier(out / RESULTS_JSON) if args.resume else None
     if args.dry_run:
-        kept = () if earlier is None else kept_starts(earlier, plan, schedule(plan))[0]
-        for line in dry_run_lines(plan, out, os.environ, kept):
+        kept, dropped = (
+            ({}, [])
+            if earlier is None
+            else kept_starts(earlier, plan, schedule(plan), out, os.environ)
+        )
+        for line in dry_run_lines(plan, out, os.environ, kept, dropped):
             print(line)
         return 0
     if earlier is None:
@@ -142,6 +152,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--only",
         type=lambda text: [name for name in text.split(",") if name],
+        action="extend",
         metavar="NAME[,NAME...]",
         help="run only these comparisons of the plan, and start only the servers they need "
         "(a plan longer than one GPU lease)",

@@ -239,5 +239,5 @@ def _not_judged_line(plan: DemoPlan) -> str:
     variant = CONTRACT_VARIANT[plan.stack]
     return (
         f"{CONTRACT_CLAIM[plan.stack]}: NOT JUDGED, this run has no {variant} variant (add it "
-        f"to --variants; {CONTRACT_BASIS[plan.stack]}), for the {_scope(plan)}"
+        f"to --variants) ({CONTRACT_BASIS[plan.stack]}), for the {_scope(plan)}"
     )

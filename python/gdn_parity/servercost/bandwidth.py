@@ -39,7 +39,8 @@ def _parse(stdout: str) -> Bandwidth:
     try:
         answer = json.loads(lines[-1])
         bytes_per_s, device = answer["bytes_per_s"], answer["device"]
-    except (IndexError, ValueError, KeyError, TypeError) as exc:
+        software = answer.get("software")
+    except (IndexError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise GdnParityError(f"{PROBE} printed no bandwidth ({stdout.strip()[-200:]!r})") from exc
     if (
         isinstance(bytes_per_s, bool)
@@ -47,9 +48,10 @@ def _parse(stdout: str) -> Bandwidth:
         or not math.isfinite(bytes_per_s)
         or bytes_per_s <= 0
         or not isinstance(device, str)
+        or not isinstance(software, str | None)
     ):
         raise GdnParityError(f"{PROBE} printed no usable bandwidth ({lines[-1]!r})")
-    return Bandwidth(float(bytes_per_s), device)
+    return Bandwidth(float(bytes_per_s), device, software)
 
 
 def measure_bandwidth(

@@ -1,7 +1,8 @@
 """The GPU's copy bandwidth, run by the servers' Python before each start:
 ``python -m gdn_parity.servercost.copyprobe`` prints one JSON line, ``bytes_per_s`` (a
 device-to-device copy's, reads and writes counted: ``gdn_parity.drift.cost.floor``'s
-``copy_bandwidth``) and ``device`` (torch's name of it); exit status 1 without a CUDA device.
+``copy_bandwidth``), ``device`` (torch's name of it) and ``software`` (the torch and triton
+the servers import); exit status 1 without a CUDA device.
 """
 
 from __future__ import annotations
@@ -21,8 +22,12 @@ def main() -> int:
             file=sys.stderr,
         )
         return 1
+    import triton
+
     bytes_per_s = copy_bandwidth()
-    print(json.dumps({"bytes_per_s": bytes_per_s, "device": torch.cuda.get_device_name()}))
+    software = f"torch {torch.__version__}, triton {triton.__version__}"
+    device = torch.cuda.get_device_name()
+    print(json.dumps({"bytes_per_s": bytes_per_s, "device": device, "software": software}))
     return 0
 
 

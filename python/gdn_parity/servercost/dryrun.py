@@ -5,7 +5,7 @@ starts an earlier run holds in full are named as kept, and not counted."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from gdn_parity.realserver.dryrun import count
@@ -23,17 +23,27 @@ def _runs(b: BenchmarkSpec) -> int:
 
 
 def dry_run_lines(
-    plan: CostPlan, out: Path, environ: Mapping[str, str], kept: Collection[str] = ()
+    plan: CostPlan,
+    out: Path,
+    environ: Mapping[str, str],
+    kept: Collection[str] = (),
+    dropped: Sequence[str] = (),
 ) -> Iterable[str]:
+    """``kept``: the labels of an earlier run's starts that stand; ``dropped``: why each of
+    its other starts runs again."""
     starts = schedule(plan)
     benches = {b.name: b for b in plan.benchmarks}
+    resumed = f" ({len(kept)} kept from the earlier run)" if kept or dropped else ""
     yield (
         f"plan {plan.path}: {count(len(plan.benchmarks), 'benchmark')}, "
-        f"{count(len(plan.servers), 'server')}, {count(len(starts), 'start')}, one server up "
-        f"at a time; size {plan.size}, SSM pool {plan.ssm_dtype}, KV cache {plan.kv_cache_dtype}"
+        f"{count(len(plan.servers), 'server')}, {count(len(starts), 'start')}{resumed}, one "
+        f"server up at a time; size {plan.size}, SSM pool {plan.ssm_dtype}, KV cache "
+        f"{plan.kv_cache_dtype}"
     )
     yield f"results: {out}/results.json, {out}/results.md; logs: {out}/logs/"
     yield "a dry run: nothing is started, and no path is checked"
+    for line in dropped:
+        yield f"runs again {line}"
     number = 0
     requests = prompt_tokens = new_tokens = 0
     for start in starts:
@@ -42,8 +52,10 @@ def dry_run_lines(
         length = "" if start.accept_length is None else f", accept length {start.accept_length}"
         number += 1
         if start.label in kept:
-            timed = "the earlier run timed it"
-            yield f"{number}. kept {launch.label} ({server.describe()}{length}): {timed}"
+            yield (
+                f"{number}. kept {launch.label} ({server.describe()}{length}): the earlier run "
+                "timed it (it runs again if that was another GPU or torch/triton)"
+            )
             continue
         yield (
             f"{number}. start {launch.label} ({server.describe()}{length}): first the copy "

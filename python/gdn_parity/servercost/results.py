@@ -67,6 +67,7 @@ class Bandwidth:
 
     bytes_per_s: float
     device: str
+    software: str | None = None  # "torch X, triton Y" in the servers' environment
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,8 @@ class StartResult:
     bandwidth: Bandwidth | None = None
     bandwidth_problem: str | None = None
     capacity: Capacity | None = None
-    # What the start ran, as a digest (``resume.start_fingerprint``); None before --resume.
+    # What the start ran, as a digest (``resume.start_fingerprint``); None in results
+    # written before fingerprints existed.
     fingerprint: str | None = None
 
 
@@ -196,7 +198,17 @@ def _decode(kind: Any, value: Any, where: str) -> Any:
         unknown = sorted(set(value) - known)
         if unknown:
             raise ValueError(f"{where}: unknown field {unknown[0]!r}")
-        return kind(**{k: _decode(hints[k], v, f"{where}.{k}") for k, v in value.items()})
+        fields = {k: _decode(hints[k], v, f"{where}.{k}") for k, v in value.items()}
+        missing = [
+            f.name
+            for f in dataclasses.fields(kind)
+            if f.name not in value
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
+        if missing:
+            raise ValueError(f"{where}: missing field {missing[0]!r}")
+        return kind(**fields)
     if origin is list:
         if not isinstance(value, list):
             raise ValueError(f"{where}: expected a list, got {type(value).__name__}")

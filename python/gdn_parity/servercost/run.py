@@ -6,11 +6,13 @@ lines go to stderr and to the results, its cells say so, and the run goes on wit
 start. Every server is stopped when the run ends, however it ends; ``results.json`` and
 ``results.md`` are written then too, with ``complete`` false when it was cut short. Given an
 earlier run's results (``--resume``), the starts they hold in full are not run again: their
-records and cells join this run's, in the plan's order (``resume.py``).
+records and cells join this run's, in the plan's order (``resume.py``). ``results.json`` is
+rewritten after every start, so a lease that ends mid-run leaves what it measured.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,7 +38,7 @@ from gdn_parity.servercost.measure import time_batch
 from gdn_parity.servercost.plan import BenchmarkSpec, CostPlan
 from gdn_parity.servercost.report import render
 from gdn_parity.servercost.results import Capacity, Cell, CostResults, Measured, StartResult
-from gdn_parity.servercost.resume import kept_starts, start_fingerprint
+from gdn_parity.servercost.resume import KeptStart, kept_starts, other_machine, start_fingerprint
 from gdn_parity.servercost.schedule import CostStart, schedule
 from gdn_parity.servercost.table import table_rows
 from gdn_parity.servercost.timing import repeat_cost, spread
@@ -85,7 +87,7 @@ class _CostRun:
             ),
             name=start.server,
             accept_length=start.accept_length,
-            fingerprint=start_fingerprint(self.plan, start),
+            fingerprint=start_fingerprint(self.plan, start, self.out, self.environ),
         )
         self.results.starts.append(record)
         try:
@@ -102,6 +104,7 @@ class _CostRun:
         cells = self.cells(start)
         self.results.cells += cells
         self.event(f"start {launch.label} on port {launch.port}")
+        _set_aside(launch.log)
         process = pool.spawn(launch)
         self.records.append((process, record.server))
         try:
@@ -195,15 +198,59 @@ class _CostRun:
         for line in record.log_tail:
             note(f"{record.label} log: {line}")
 
+    def keep(self, kept: dict[str, KeptStart], starts: list[CostStart]) -> None:
+        """Add the earlier starts that stand on this machine: one copy probe first, in the
+        first start's environment; a start measured on another GPU or software runs again."""
+        launch = start_launch(self.plan, str(self.python), starts[0], self.out, None, self.environ)
+        try:
+            here = measure_bandwidth(str(self.python), launch.env, self.out, self.environ)
+        except GdnParityError as exc:
+            self.event(f"the kept starts' GPU is not checked: {exc}")
+            here = None
+        for label, k in kept.items():
+            why = None if here is None else other_machine(k.start, here)
+            if why is not None:
+                self.event(f"run again {label}: {why}")
+                continue
+            self.results.starts.append(k.start)
+            self.results.cells += k.cells
+        self.write()
+
+    def kept_labels(self) -> set[str]:
+        return {s.server.label for s in self.results.starts}
+
+    def write(self) -> None:
+        """``results.json`` and ``results.md`` as they stand, each replaced at once: a run cut
+        short between two writes leaves the first whole."""
+        order = {s.label: i for i, s in enumerate(schedule(self.plan))}
+        self.results.starts.sort(key=lambda s: order[s.server.label])
+        self.results.cells.sort(key=lambda c: order[c.start])
+        self.results.rows = table_rows(self.plan, self.results.cells)
+        for name, text in (
+            (RESULTS_JSON, self.results.to_json()),
+            (RESULTS_MD, render(self.results, self.plan)),
+        ):
+            part = self.out / f".{name}.part"
+            part.write_text(text)
+            os.replace(part, self.out / name)
+
     def finish(self) -> None:
         """What each stop did, the table's rows, and the results files."""
         for process, record in self.records:
             if process.stopped is not None:
                 record.stopped = process.stopped.how
                 record.leftover = list(process.stopped.leftover)
-        self.results.rows = table_rows(self.plan, self.results.cells)
-        (self.out / RESULTS_JSON).write_text(self.results.to_json())
-        (self.out / RESULTS_MD).write_text(render(self.results, self.plan))
+        self.write()
+
+
+def _set_aside(log: Path) -> None:
+    """An earlier attempt's log of this start (a resumed run's) becomes ``NAME.N.log``."""
+    if not log.exists():
+        return
+    n = 1
+    while (aside := log.with_name(f"{log.stem}.{n}{log.suffix}")).exists():
+        n += 1
+    log.rename(aside)
 
 
 def run_cost_plan(
@@ -218,20 +265,24 @@ def run_cost_plan(
     out.mkdir(parents=True, exist_ok=True)
     run = _CostRun(plan, python, out, environ)
     starts = schedule(plan)
-    kept, dropped = ({}, []) if earlier is None else kept_starts(earlier, plan, starts)
     if earlier is not None:
+        kept, dropped = kept_starts(earlier, plan, starts, out, environ)
         run.results.events += earlier.events
-        run.event(f"resumed: {len(kept)} of {len(starts)} starts kept from the earlier run")
         for line in dropped:
             run.event(f"run again {line}")
+        if kept:
+            run.keep(kept, starts)
+        run.event(
+            f"resumed: {len(run.results.starts)} of {len(starts)} starts kept from the earlier run"
+        )
+    kept_labels = run.kept_labels()
     try:
         with ServerPool(plan.stop_grace, environ) as pool:
             for start in starts:
-                if start.label in kept:
-                    run.results.starts.append(kept[start.label].start)
-                    run.results.cells += kept[start.label].cells
+                if start.label in kept_labels:
                     continue
                 run.start(pool, start)
+                run.write()
         run.results.complete = True
     except KeyboardInterrupt:
         run.results.interrupted = "interrupted (SIGINT or SIGTERM)"
