@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli import sigint_as_a_terminal
+
 PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "python"  # where the tests import from
 
 EXACT = ["--gdn-verify-exact-parity", "--enable-deterministic-inference"]
@@ -352,6 +354,7 @@ def test_an_interrupted_resume_keeps_the_starts_it_had_not_reached(rig):
     runner = subprocess.Popen(
         rig.args(plan, "--resume", verb="server-cost"), env=rig.env(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=sigint_as_a_terminal,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while not rig.events("request") and time.monotonic() < deadline:
