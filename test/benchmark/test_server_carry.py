@@ -117,7 +117,8 @@ def test_receive_moves_checked_parts_out_and_install_unpacks_them(device, tmp_pa
 
 def test_receive_refuses_and_deletes_a_corrupt_part(device, tmp_path):
     part = device / ".gpu" / "srv" / "part-01"
-    part.write_bytes(b"x" + part.read_bytes()[1:])
+    data = part.read_bytes()
+    part.write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])  # always another byte (b"x" was not)
     received = _run(device, "receive.sh", tmp_path)
     assert received.returncode == 2
     assert received.stderr.count("\n") == 1 and "part-01 does not match" in received.stderr
