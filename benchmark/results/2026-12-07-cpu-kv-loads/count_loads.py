@@ -9,29 +9,17 @@ TREE: a tree of the series (``gdn-parity tree DIR``). Prints a markdown table.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 if len(sys.argv) != 2 or not (Path(sys.argv[1]) / "python" / "sglang").is_dir():
     sys.exit("usage: count_loads.py TREE (a tree of the series: gdn-parity tree DIR)")
-os.environ["TRITON_INTERPRET"] = "1"
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(Path(sys.argv[1]).resolve() / "python"))
-sys.path.insert(1, str(ROOT / "test"))
+from gdn_parity.sandbox.sglang_tree import use_tree  # noqa: E402
+
+use_tree(Path(sys.argv[1]).resolve(), "cpu")  # the interpreter, with the test bed's fixes
+sys.path.insert(1, str(Path(__file__).resolve().parents[3] / "test"))
 
 import torch  # noqa: E402
-
-from gdn_parity.sandbox import (  # noqa: E402
-    torch_cpu_device,
-    torchvision_shim,
-    triton_interpreter_fixes,
-)
-
-triton_interpreter_fixes.install()
-torch_cpu_device.install()
-torchvision_shim.install()
-
 from sglang.kernels.ops.attention.decode_attention import decode_attention_fwd  # noqa: E402
 from sglang.kernels.ops.attention.verify_decode_attention import (  # noqa: E402
     max_split_groups,
