@@ -25,7 +25,7 @@ def test_every_request_is_compared_and_request_5_of_8_diverging_is_caught(rig):
     }
     proc = rig.run(rig.plan(servers, {"c": _comparison("base", "spec", [1, 8])}))
     assert proc.returncode == 1, proc.stderr
-    assert "| c | base vs spec | 8 | 7/8 | 7 (request 5) |" in proc.stdout
+    assert "| c | base vs spec | 8 | 8 | 7/8 | 7 (request 5) |" in proc.stdout
     (comparison,) = rig.results()["comparisons"]
     assert comparison["verdict"] == "missed"
     batch1, batch8 = comparison["batches"]
@@ -66,6 +66,44 @@ def test_a_batch_is_sent_to_each_server_concurrently(rig):
     last_base = max(i for i, e in enumerate(requests) if e["server"] == "base")
     assert all(e["server"] == "spec" for e in requests[last_base + 1 :])
     assert len(requests) == 16
+
+
+def test_a_batch_above_a_servers_limit_says_how_many_ran_at_once(rig):
+    # A real DSpark server with an fp32 SSM pool capped itself at 35 requests, and a "batch
+    # 64" row then hid that 29 requests queued. The row names the limit and whose it is.
+    servers = {
+        "base": rig.server(name="base", env={"FAKE_SGLANG_MAX_RUNNING": "6"}),
+        "spec": rig.server("dspark", 1, name="spec", env={"FAKE_SGLANG_MAX_RUNNING": "3"}),
+    }
+    proc = rig.run(rig.plan(servers, {"c": _comparison("base", "spec", [2, 4, 8])}))
+    assert proc.returncode == 0, proc.stderr
+    assert "| c | base vs spec | 2 | 2 | 2/2 |" in proc.stdout
+    assert "| c | base vs spec | 4 | 3 (spec's limit) | 4/4 |" in proc.stdout
+    assert "| c | base vs spec | 8 | 3 (spec's limit) | 8/8 |" in proc.stdout
+    batches = rig.results()["comparisons"][0]["batches"]
+    assert [(b["at_once"], b["limited_by"]) for b in batches] == [
+        (2, None), (3, "spec"), (3, "spec")
+    ]  # fmt: skip
+    note = "c, batch 4: spec runs at most 3 requests at once; the rest queue"
+    assert f"gdn-parity server-parity: {note}" in proc.stderr.splitlines()
+    starts = {s["label"]: s["capacity"] for s in rig.results()["servers"]}
+    assert starts["base"]["max_running_requests"] == 6
+    assert starts["spec"]["max_running_requests"] == 3
+
+
+def test_a_server_that_does_not_say_its_limit_leaves_at_once_unknown(rig):
+    servers = {
+        "base": rig.server(name="base"),
+        # /server_info fails on a value the fake cannot parse: no internal state comes back.
+        "spec": rig.server("dspark", 1, name="spec", env={"FAKE_SGLANG_MAX_RUNNING": "many"}),
+    }
+    proc = rig.run(rig.plan(servers, {"c": _comparison("base", "spec", [2])}))
+    assert proc.returncode == 0, proc.stderr
+    assert "| c | base vs spec | 2 | unknown | 2/2 |" in proc.stdout
+    assert any("spec: how many requests it runs at once is unknown" in line
+               for line in proc.stderr.splitlines())  # fmt: skip
+    (batch,) = rig.results()["comparisons"][0]["batches"]
+    assert (batch["at_once"], batch["limited_by"]) == (None, None)
 
 
 def test_servers_start_one_at_a_time_and_a_base_is_reused(rig):
@@ -161,7 +199,7 @@ def test_a_negative_control_must_diverge(rig):
     }
     proc = rig.run(rig.plan(servers, comparisons))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "| control | base vs old | 1 | 0/1 | 3 (request 0) |" in proc.stdout
+    assert "| control | base vs old | 1 | 1 | 0/1 | 3 (request 0) |" in proc.stdout
     assert "diverge | diverge: met |" in proc.stdout
     # The same control against a server that does not diverge fails the run.
     rig.out = rig.root / "out2"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on the GPU machine, detached (setsid), after install.sh and trees.sh: issue 45's real
+# Run on the GPU machine through start.sh, after install.sh and trees.sh: issue 45's real
 # server runs, one after another, each into its own folder of OUTDIR, with a line per step in
 # OUTDIR/campaign.log and its output in OUTDIR/STEP.out. poll.sh waits on it. A step that
 # fails is logged and the next one runs.
@@ -17,7 +17,7 @@
 # which loads and starts faster (not 27b: cost's weightless 27b directory). GRAPHS_ONLY=NAME[,NAME...] runs only those comparisons of
 # contract-graphs.toml in the graphs steps (server-parity --only), e.g.
 # graphs-g3-forced-reject for a short lease.
-# Usage: setsid bash benchmark/gpu/server/campaign.sh OUTDIR [STEP...] > /dev/null 2>&1 &
+# Usage: bash benchmark/gpu/server/start.sh OUTDIR [STEP...]
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=$1; shift

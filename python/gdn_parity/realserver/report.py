@@ -29,20 +29,27 @@ def _verdict(c: ComparisonResult, b: BatchResult) -> str:
     return f"{b.observed}: {'met' if b.met else 'MISSED'}"
 
 
+def _at_once(b: BatchResult) -> str:
+    if b.at_once is None:
+        return "unknown"
+    return f"{b.at_once} ({b.limited_by}'s limit)" if b.limited_by else str(b.at_once)
+
+
 def _rows(c: ComparisonResult) -> Iterable[str]:
     servers = f"{c.base} vs {c.spec}"
     if c.not_run and not c.batches:
-        yield f"| {c.name} | {servers} | | | | | | | {c.expect} | not run: {c.not_run} |"
+        yield f"| {c.name} | {servers} | | | | | | | | {c.expect} | not run: {c.not_run} |"
         return
     for b in c.batches:
         distinct = "n/a" if b.distinct_min is None else f"{b.distinct_min} / {b.distinct_median:g}"
         identical = f"{b.identical}/{b.batch}" if b.requests else "n/a"
         yield (
-            f"| {c.name} | {servers} | {b.batch} | {identical} | {_divergence(b)} | {distinct} "
-            f"| {_number(b.accept_rate)} | {b.states} | {c.expect} | {_verdict(c, b)} |"
+            f"| {c.name} | {servers} | {b.batch} | {_at_once(b)} | {identical} | {_divergence(b)} "
+            f"| {distinct} | {_number(b.accept_rate)} | {b.states} | {c.expect} "
+            f"| {_verdict(c, b)} |"
         )
     if c.not_run:
-        yield f"| {c.name} | {servers} | | | | | | | {c.expect} | not run: {c.not_run} |"
+        yield f"| {c.name} | {servers} | | | | | | | | {c.expect} | not run: {c.not_run} |"
 
 
 def _request_zero(results: RunResults) -> Iterable[str]:
@@ -132,11 +139,12 @@ def summary(results: RunResults) -> list[str]:
         "Every request's output tokens are compared (greedy, `ignore_eos`); distinct tokens "
         "count Base's output ids; GDN states compare the speculative server's trace with "
         "Base's (`gdn-parity trace-diff`). A batch is `identical` when every request's tokens "
-        "are equal and no compared state differs.",
+        "are equal and no compared state differs. At once: the most requests both servers "
+        "run at once, as `/server_info` says; the rest of a batch queue.",
         "",
-        "| comparison | servers | batch | requests identical | first divergence (min) "
+        "| comparison | servers | batch | at once | requests identical | first divergence (min) "
         "| distinct tokens min / median | accept rate | GDN states | expected | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in results.comparisons:
         lines += _rows(c)

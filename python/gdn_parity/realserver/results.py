@@ -57,6 +57,14 @@ class RequestResult:
 
 
 @dataclass(frozen=True)
+class Capacity:
+    """What a server says it holds (``GET /server_info``); None: it did not say."""
+
+    max_running_requests: int | None
+    token_capacity: int | None
+
+
+@dataclass(frozen=True)
 class BatchResult:
     batch: int
     requests: list[RequestResult]
@@ -70,6 +78,10 @@ class BatchResult:
     states: str  # "not traced", "bitwise equal at K compared states", "differ first at ..."
     observed: str | None  # "identical" or "diverge"; None when nothing was compared
     met: bool
+    # The most requests both servers run at once, as they say (``capacity.at_once``);
+    # None: a server did not say. Below ``batch``, the rest queued on ``limited_by``.
+    at_once: int | None = None
+    limited_by: str | None = None  # the server start whose limit that is
 
 
 @dataclass
@@ -113,6 +125,7 @@ class ServerRun:
     trace_dir: str | None
     port: int
     up_after_s: float | None = None
+    capacity: Capacity | None = None
     failure: str | None = None
     log_tail: list[str] = field(default_factory=list)
     stopped: str | None = None

@@ -9,11 +9,14 @@ ends, however it ends; ``results.json`` and ``results.md`` are written then too,
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import Mapping
 from pathlib import Path
 
+from gdn_parity.errors import GdnParityError
 from gdn_parity.notes import note
+from gdn_parity.realserver.capacity import at_once, server_capacity
 from gdn_parity.realserver.compare import run_batch
 from gdn_parity.realserver.launch import HOST, launch_for
 from gdn_parity.realserver.plan import ComparisonSpec, RunPlan
@@ -107,6 +110,10 @@ class _Run:
         self.up.add(server.name)
         self.down.pop(server.name, None)
         self.event(f"up {launch.label} after {process.up_after_s:.1f} s")
+        try:
+            record.capacity = server_capacity(launch.url)
+        except GdnParityError as exc:
+            self.event(f"{launch.label}: how many requests it runs at once is unknown: {exc}")
 
     def stop(self, pool: ServerPool, step: Stop) -> None:
         self.up.discard(step.server)
@@ -145,9 +152,16 @@ class _Run:
         if base_run.trace_dir and spec_run.trace_dir:
             traces = (Path(base_run.trace_dir), Path(spec_run.trace_dir))
         for batch in c.batches:
+            running, limited_by = at_once(batch, [base_run, spec_run])
+            if limited_by:
+                self.event(
+                    f"{c.name}, batch {batch}: {limited_by} runs at most {running} requests at "
+                    "once; the rest queue"
+                )
             b = run_batch(
                 c, batch, base.launch.url, spec.launch.url, self.plan.request_timeout, traces
             )
+            b = dataclasses.replace(b, at_once=running, limited_by=limited_by)
             result.batches.append(b)
             verdict = "met" if b.met else ("ERROR" if b.error else "MISSED")
             self.event(

@@ -8,10 +8,10 @@ import shlex
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from gdn_parity.realserver.capacity import SERVER_INFO_PATH
 from gdn_parity.realserver.dryrun import count
 from gdn_parity.realserver.process import HEALTH_PATH
 from gdn_parity.servercost.bandwidth import probe_argv
-from gdn_parity.servercost.capacity import SERVER_INFO_PATH
 from gdn_parity.servercost.launch import start_launch
 from gdn_parity.servercost.plan import BenchmarkSpec, CostPlan
 from gdn_parity.servercost.schedule import schedule

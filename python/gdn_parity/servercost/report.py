@@ -95,7 +95,7 @@ def _starts(results: CostResults) -> Iterable[str]:
             bandwidth, device = f"not measured: {s.bandwidth_problem}", "-"
         else:
             bandwidth, device = f"{s.bandwidth.bytes_per_s / 1e9:.0f}", s.bandwidth.device
-        cap = s.capacity
+        cap = s.server.capacity
         running = (
             "-" if cap is None or cap.max_running_requests is None else cap.max_running_requests
         )

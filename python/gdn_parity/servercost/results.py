@@ -71,14 +71,6 @@ class Bandwidth:
 
 
 @dataclass(frozen=True)
-class Capacity:
-    """What a server says it holds (``GET /server_info``); None: it did not say."""
-
-    max_running_requests: int | None
-    token_capacity: int | None
-
-
-@dataclass(frozen=True)
 class Floor:
     """The least a step can cost: the bytes it must move over the copy bandwidth."""
 
@@ -117,7 +109,6 @@ class StartResult:
     accept_length: int | None
     bandwidth: Bandwidth | None = None
     bandwidth_problem: str | None = None
-    capacity: Capacity | None = None
     # What the start ran, as a digest (``resume.start_fingerprint``); None in results
     # written before fingerprints existed.
     fingerprint: str | None = None

@@ -20,6 +20,7 @@ from pathlib import Path
 from gdn_parity.drift.model.config import SIZES
 from gdn_parity.errors import GdnParityError
 from gdn_parity.notes import note
+from gdn_parity.realserver.capacity import over_capacity, server_capacity
 from gdn_parity.realserver.launch import Launch
 from gdn_parity.realserver.process import (
     ServerPool,
@@ -28,16 +29,15 @@ from gdn_parity.realserver.process import (
     how_it_exited,
     log_tail,
 )
-from gdn_parity.realserver.results import ServerRun
+from gdn_parity.realserver.results import Capacity, ServerRun
 from gdn_parity.realserver.run import free_port
 from gdn_parity.servercost.bandwidth import measure_bandwidth
-from gdn_parity.servercost.capacity import over_capacity, server_capacity
 from gdn_parity.servercost.floor import step_floor, window_context
 from gdn_parity.servercost.launch import start_launch
 from gdn_parity.servercost.measure import time_batch
 from gdn_parity.servercost.plan import BenchmarkSpec, CostPlan
 from gdn_parity.servercost.report import render
-from gdn_parity.servercost.results import Capacity, Cell, CostResults, Measured, StartResult
+from gdn_parity.servercost.results import Cell, CostResults, Measured, StartResult
 from gdn_parity.servercost.resume import KeptStart, kept_starts, other_machine, start_fingerprint
 from gdn_parity.servercost.schedule import CostStart, schedule
 from gdn_parity.servercost.table import table_rows
@@ -45,7 +45,6 @@ from gdn_parity.servercost.timing import repeat_cost, spread
 
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
-SERVER_INFO_TIMEOUT_S = 30.0
 
 
 class _CostRun:
@@ -119,7 +118,7 @@ class _CostRun:
                 cell.not_run = f"the server did not start: {failure}"
             return
         self.event(f"up {launch.label} after {process.up_after_s:.1f} s")
-        record.capacity = self.capacity(launch)
+        record.server.capacity = self.capacity(launch)
         for cell in cells:
             self.time_cell(process, launch, record, cell)
         if launch.label in pool.running:
@@ -128,7 +127,7 @@ class _CostRun:
 
     def capacity(self, launch: Launch) -> Capacity | None:
         try:
-            return server_capacity(launch.url, SERVER_INFO_TIMEOUT_S)
+            return server_capacity(launch.url)
         except GdnParityError as exc:
             self.event(f"{launch.label}: its limits are unknown, every batch is sent: {exc}")
             return None
@@ -152,9 +151,9 @@ class _CostRun:
         if record.server.failure:
             cell.not_run = record.server.failure
             return
-        if record.capacity is not None:
+        if record.server.capacity is not None:
             tokens = bench.prompt_len + bench.long_tokens + width
-            cell.not_run = over_capacity(record.capacity, cell.batch, tokens)
+            cell.not_run = over_capacity(record.server.capacity, cell.batch, tokens)
             if cell.not_run:
                 self.event(f"skip {bench.name}, {cell.start}, batch {cell.batch}: {cell.not_run}")
                 return

@@ -14,16 +14,17 @@ import urllib.error
 import urllib.request
 
 from gdn_parity.errors import GdnParityError
-from gdn_parity.servercost.results import Capacity
+from gdn_parity.realserver.results import Capacity, ServerRun
 
 SERVER_INFO_PATH = "/server_info"
+SERVER_INFO_TIMEOUT_S = 30.0
 
 
 def _integer(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def server_capacity(url: str, timeout: float) -> Capacity:
+def server_capacity(url: str, timeout: float = SERVER_INFO_TIMEOUT_S) -> Capacity:
     """The server's limits; an error when it does not answer with sglang's JSON."""
     try:
         with urllib.request.urlopen(url + SERVER_INFO_PATH, timeout=timeout) as response:
@@ -53,3 +54,17 @@ def over_capacity(capacity: Capacity, batch: int, tokens_per_request: int) -> st
             "(prompt, long run and one verify's rows)"
         )
     return None
+
+
+def at_once(batch: int, starts: list[ServerRun]) -> tuple[int | None, str | None]:
+    """The most of ``batch`` requests that every one of ``starts`` runs at once, and the start
+    whose limit that is (None when each runs the whole batch); (None, None) when a start did
+    not say."""
+    limits: list[tuple[int, str]] = []
+    for start in starts:
+        running = start.capacity.max_running_requests if start.capacity else None
+        if running is None:
+            return None, None
+        limits.append((running, start.label))
+    running, label = min(limits)
+    return (batch, None) if running >= batch else (running, label)

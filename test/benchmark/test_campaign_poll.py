@@ -1,0 +1,90 @@
+"""benchmark/gpu/server's start.sh and poll.sh, run here as on the GPU machine: poll.sh waits
+for the campaign start.sh launched, however many earlier campaigns logged into OUTDIR."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "benchmark" / "gpu" / "server"
+EARLIER = "21:44:01 campaign done\n"  # an earlier campaign's last line in the same OUTDIR
+
+
+def _poll(out: Path, tmp_path: Path, seconds: int) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"OUT": str(tmp_path)}
+    return subprocess.run(
+        ["bash", str(SERVER / "poll.sh"), str(out), str(seconds)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+
+
+def test_poll_waits_for_a_running_campaign_despite_an_earlier_done_line(tmp_path):
+    # It used to wait for "campaign done" in the log, which an earlier campaign had written:
+    # the poll returned at once, and a device call was spent waiting on nothing.
+    out = tmp_path / "camp"
+    out.mkdir()
+    (out / "campaign.log").write_text(EARLIER + "21:44:15 campaign: graphs-fp8kv\n")
+    campaign = subprocess.Popen(["sleep", "3"])
+    (out / "campaign.pid").write_text(f"{campaign.pid}\n")
+    began = time.monotonic()
+    proc = _poll(out, tmp_path, 60)
+    waited = time.monotonic() - began
+    campaign.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert waited >= 2.5, f"poll.sh returned after {waited:.1f} s, before the campaign ended"
+    assert f"poll.sh: campaign {campaign.pid} has ended" in proc.stdout
+    with tarfile.open(tmp_path / "campaign.tgz") as packed:
+        assert "campaign/campaign.log" in packed.getnames()
+
+
+def test_poll_says_a_campaign_still_runs_when_its_time_is_up(tmp_path):
+    out = tmp_path / "camp"
+    out.mkdir()
+    (out / "campaign.log").write_text(
+        "21:50:21 campaign: graphs-fp32\n21:50:21 start graphs-fp32\n"
+    )
+    (out / "graphs-fp32.out").write_text("gdn-parity server-parity: up base after 310.4 s\n")
+    campaign = subprocess.Popen(["sleep", "30"])
+    try:
+        (out / "campaign.pid").write_text(f"{campaign.pid}\n")
+        proc = _poll(out, tmp_path, 1)
+    finally:
+        campaign.kill()
+        campaign.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert f"poll.sh: campaign {campaign.pid} still runs; graphs-fp32's last lines:" in proc.stdout
+    assert "up base after 310.4 s" in proc.stdout
+
+
+def test_start_launches_the_campaign_and_poll_sees_it_end(tmp_path):
+    out = tmp_path / "camp"
+    out.mkdir()
+    (out / "campaign.log").write_text(EARLIER)
+    start = subprocess.run(
+        ["bash", str(SERVER / "start.sh"), str(out), "no-such-step"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert start.returncode == 0, start.stderr
+    pid = int((out / "campaign.pid").read_text())
+    proc = _poll(out, tmp_path, 60)
+    assert proc.returncode == 0, proc.stderr
+    assert f"poll.sh: campaign {pid} has ended" in proc.stdout
+    log = (out / "campaign.log").read_text()
+    assert "unknown step no-such-step" in log
+    assert log.count("campaign done") == 2
+
+
+def test_poll_without_a_started_campaign_is_refused_and_packs_nothing(tmp_path):
+    out = tmp_path / "camp"
+    out.mkdir()
+    (out / "campaign.log").write_text(EARLIER)
+    proc = _poll(out, tmp_path, 1)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"poll.sh: no {out}/campaign.pid: start the campaign with start.sh"
+    ]
+    assert not (tmp_path / "campaign.tgz").exists()
