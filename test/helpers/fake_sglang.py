@@ -10,6 +10,8 @@ and a speculative server unless the environment says otherwise:
 - ``FAKE_SGLANG_RECORD=<dir>``: append one JSON line per event (start, healthy, flush,
   request, exit) to ``<dir>/events.jsonl``;
 - ``FAKE_SGLANG_DIVERGE=rid@pos;...``: a speculative server changes that token of that rid;
+- ``FAKE_SGLANG_BATCH_DIVERGE=rid@pos;...``: a speculative server changes that token of
+  that rid when another request was in flight with it (its output depends on its batch);
 - ``FAKE_SGLANG_STATE_DIVERGE=rid@pos;...``: a speculative server's traced states from
   that position on differ (its tokens do not);
 - ``FAKE_SGLANG_FAIL=1``: print 50 lines and exit 3 before serving;
@@ -143,9 +145,11 @@ class Server:
         self.ready_at = time.monotonic() + 0.05
         self.healthy_seen = False
         self.in_flight = 0
+        self.peak: dict[str, int] = {}  # by rid in flight: the most in flight with it
         self.gathered = False
         self.condition = threading.Condition()
         self.diverge = _rules("FAKE_SGLANG_DIVERGE")
+        self.batch_diverge = _rules("FAKE_SGLANG_BATCH_DIVERGE")
         self.state_diverge = _rules("FAKE_SGLANG_STATE_DIVERGE")
         trace = os.environ.get("SGLANG_GDN_STATE_TRACE")
         self.trace = Trace(trace, self.speculative) if trace else None
@@ -166,6 +170,9 @@ class Server:
         began = time.monotonic()
         with self.condition:
             self.in_flight += 1
+            self.peak[rid] = 0
+            for other in self.peak:
+                self.peak[other] = max(self.peak[other], self.in_flight)
             record("request", rid=rid, input_ids=prompt, in_flight=self.in_flight,
                    max_new_tokens=count)  # fmt: skip
             self.condition.notify_all()
@@ -174,6 +181,8 @@ class Server:
             if not self.condition.wait_for(lambda: self.gathered, timeout=5):
                 record("gather-timeout", rid=rid)
         time.sleep(float(os.environ.get("FAKE_SGLANG_HOLD", "0")))
+        with self.condition:
+            company = self.peak.pop(rid) > 1
         output = tokens(prompt, count)
         meta = {"id": rid, "prompt_tokens": len(prompt), "completion_tokens": count,
                 "num_retractions": int(rid in os.environ.get("FAKE_SGLANG_RETRACT", "").split(";")),
@@ -189,6 +198,9 @@ class Server:
         if self.speculative:
             if rid in self.diverge:
                 output[self.diverge[rid]] = (output[self.diverge[rid]] + 1) % VOCAB
+            if company and rid in self.batch_diverge:
+                pos = self.batch_diverge[rid]
+                output[pos] = (output[pos] + 1) % VOCAB
             meta.update(spec_verify_ct=steps, spec_accept_rate=0.0, spec_accept_length=1.0)
         if self.trace is not None:
             self.trace.request(

@@ -83,6 +83,7 @@ BAD = [
     (_set("comparisons.c.batches", [4, 4]), "comparisons.c.batches: names a batch size twice"),
     (_set("comparisons.c.batches", [0]), "comparisons.c.batches[0]: must be an integer of at"),
     (_set("comparisons.c.expect", "same"), "comparisons.c.expect: must be one of identical,"),
+    (_set("comparisons.c.reference", "solo"), "comparisons.c.reference: must be one of batch,"),
     (_set("servers.base.mem_fraction", 1.5), "servers.base.mem_fraction: must be a number betw"),
     (_set("common.args", ["--port", "1"]), "common.args: --port is the runner's to pass"),
     (_set("servers.spec.args", ["--disable-cuda-graph"]), "(set by: cuda_graphs = false)"),
@@ -112,6 +113,19 @@ def test_a_bad_plan_is_refused_naming_the_key(tmp_path, change, fragment):
         _load(tmp_path, data)
     assert fragment in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+def test_alone_lets_a_speculative_server_be_its_own_reference_and_compares_tokens_only(
+    tmp_path,
+):
+    data = copy.deepcopy(_good())
+    data["comparisons"]["c"] |= {"base": "spec", "reference": "alone"}
+    del data["servers"]["base"]
+    (c,) = _load(tmp_path, data).comparisons
+    assert (c.base, c.spec, c.reference) == ("spec", "spec", "alone")
+    data["servers"]["spec"] |= {"cuda_graphs": False, "trace": True}
+    with pytest.raises(PlanError, match=r'comparisons\.c\.reference: "alone" compares tokens only'):
+        _load(tmp_path, data)
 
 
 def test_too_few_distinct_prompts_is_refused(tmp_path):
@@ -203,10 +217,10 @@ def test_the_documented_example_is_a_plan_and_states_the_defaults(tmp_path):
     (written / "plan.toml").write_text(EXAMPLE)
     defaults = re.compile(
         r"^(start_timeout|stop_grace|request_timeout|load_format|cuda_graphs|trace|prompt_len"
-        r"|prompt_seed|prompt_vocab) = |^args = \[\] |^env = \{\}$"
+        r"|prompt_seed|prompt_vocab|reference) = |^args = \[\] |^env = \{\}$"
     )
     lines = [line for line in EXAMPLE.splitlines() if not defaults.match(line)]
-    assert len(EXAMPLE.splitlines()) - len(lines) == 12
+    assert len(EXAMPLE.splitlines()) - len(lines) == 13
     (bare / "plan.toml").write_text("\n".join(lines))
     plan = load_plan(written / "plan.toml", given, {})
     assert dataclasses.replace(plan, path=bare / "plan.toml") == load_plan(

@@ -106,6 +106,39 @@ def test_a_server_that_does_not_say_its_limit_leaves_at_once_unknown(rig):
     assert (batch["at_once"], batch["limited_by"]) == (None, None)
 
 
+def _alone(server: str, batches: list[int]) -> dict:
+    return _comparison(server, server, batches) | {"reference": "alone"}
+
+
+def test_a_server_against_itself_alone_catches_a_request_that_depends_on_its_batch(rig):
+    env = {"FAKE_SGLANG_BATCH_DIVERGE": "c-b4-2@5", "FAKE_SGLANG_HOLD": "0.2"}
+    servers = {"s": rig.server("dspark", 3, name="s", env=env)}
+    proc = rig.run(rig.plan(servers, {"c": _alone("s", [4])}))
+    assert proc.returncode == 1, proc.stderr
+    assert "| c | s alone vs s | 4 | 4 | 3/4 | 5 (request 2) |" in proc.stdout
+    events = [(e["event"], e["server"]) for e in rig.events() if e["event"] in LIFE]
+    assert events == [("start", "s"), ("healthy", "s"), ("exit", "s")]  # started once
+    served = [
+        (e["event"], e.get("rid"), e["in_flight"] if e["event"] == "request" else None)
+        for e in rig.events()
+        if e["event"] in ("flush", "request")
+    ]
+    alone = [("flush", None, None), *[("request", f"c-b4-{i}", 1) for i in range(4)]]
+    # Each request alone after a flush, then the batch after one more.
+    assert served[:8] == [x for i in range(4) for x in (alone[0], alone[1 + i])]
+    assert served[8] == ("flush", None, None)
+    assert sorted(r for _, r, _ in served[9:]) == [f"c-b4-{i}" for i in range(4)]
+    (comparison,) = rig.results()["comparisons"]
+    assert comparison["reference"] == "alone"
+
+
+def test_a_batch_invariant_server_against_itself_alone_is_identical(rig):
+    servers = {"s": rig.server("dspark", 3, name="s", env={"FAKE_SGLANG_HOLD": "0.2"})}
+    proc = rig.run(rig.plan(servers, {"c": _alone("s", [1, 4])}))
+    assert proc.returncode == 0, proc.stderr
+    assert "| c | s alone vs s | 4 | 4 | 4/4 | none |" in proc.stdout
+
+
 def test_servers_start_one_at_a_time_and_a_base_is_reused(rig):
     servers = {
         "b1": rig.server(name="b1"),
@@ -135,8 +168,8 @@ def test_servers_start_one_at_a_time_and_a_base_is_reused(rig):
     assert asked == {("b1", "one-b1-0"), ("s1", "one-b1-0"), ("b1", "three-b1-0"),
                      ("s3", "three-b1-0"), ("b2", "two-b2-0"), ("s1", "two-b2-0"),
                      ("b2", "two-b2-1"), ("s1", "two-b2-1")}  # fmt: skip
-    # Both caches are flushed before each batch: what Base cached for an earlier comparison
-    # is gone when the next one starts.
+    # Each server's cache is flushed right before it gets a batch: what Base cached for an
+    # earlier comparison is gone when the next one starts.
     served = [
         (e["event"], e["server"], e.get("rid", "")[:-2])
         for e in rig.events()
@@ -144,9 +177,8 @@ def test_servers_start_one_at_a_time_and_a_base_is_reused(rig):
     ]
     assert served == [
         ("flush", "s1", ""), ("request", "s1", "one-b1"),
-        ("flush", "b2", ""), ("flush", "s1", ""),
-        ("request", "b2", "two-b2"), ("request", "b2", "two-b2"),
-        ("request", "s1", "two-b2"), ("request", "s1", "two-b2"),
+        ("flush", "b2", ""), ("request", "b2", "two-b2"), ("request", "b2", "two-b2"),
+        ("flush", "s1", ""), ("request", "s1", "two-b2"), ("request", "s1", "two-b2"),
     ]  # fmt: skip
     labels = [s["label"] for s in rig.results()["servers"]]
     assert labels == ["b1", "s1", "s3", "b2", "s1-2"]

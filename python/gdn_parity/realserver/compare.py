@@ -190,6 +190,13 @@ def judge(
     )
 
 
+def _alone(url: str, payload: dict, timeout: float) -> Generation:
+    """One request with nothing else in flight, after a cache flush: what batch 1 sees."""
+    flush_cache(url, timeout)
+    (answer,) = send_concurrently(url, [payload], timeout)
+    return answer
+
+
 def run_batch(
     comparison: ComparisonSpec,
     batch: int,
@@ -198,8 +205,9 @@ def run_batch(
     timeout: float,
     trace_dirs: tuple[Path, Path] | None,
 ) -> BatchResult:
-    """Both servers' radix caches flushed, the batch's requests to Base, then to the
-    speculative server, and their verdict."""
+    """The batch's requests to Base, then to the speculative server, each server's radix
+    cache flushed first, and their verdict. With ``reference = "alone"`` the base side gets
+    each request alone, one after another (the speculative server's own, where it is named)."""
     prompts = batch_prompts(
         batch, comparison.prompt_len, comparison.prompt_seed, comparison.prompt_vocab
     )
@@ -208,17 +216,17 @@ def run_batch(
         greedy_payload(p, comparison.max_new_tokens, r) for p, r in zip(prompts, rids, strict=True)
     ]
     try:
-        for url in (base_url, spec_url):
-            flush_cache(url, timeout)
+        if comparison.reference == "alone":
+            base = [_alone(base_url, payload, timeout) for payload in payloads]
+        else:
+            flush_cache(base_url, timeout)
+            base = send_concurrently(base_url, payloads, timeout)
     except GdnParityError as exc:
-        return failed_batch(batch, str(exc))
+        return failed_batch(batch, f"{comparison.base}: {exc}")
     try:
-        base = send_concurrently(base_url, payloads, timeout)
-    except GdnParityError as exc:
-        return failed_batch(batch, f"Base server: {exc}")
-    try:
+        flush_cache(spec_url, timeout)
         spec = send_concurrently(spec_url, payloads, timeout)
     except GdnParityError as exc:
-        return failed_batch(batch, f"speculative server: {exc}")
+        return failed_batch(batch, f"{comparison.spec}: {exc}")
     traces = None if trace_dirs is None else check_traces(*trace_dirs, rids)
     return judge(comparison, batch, prompts, base, spec, traces)

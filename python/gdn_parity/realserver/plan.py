@@ -63,10 +63,13 @@ prompt_len = 24               # request 0 is sglang#35150's 24 ids; the others a
 prompt_seed = 0
 prompt_vocab = 248320         # the seeded ids are below this
 expect = "identical"          # or "diverge" (a negative control)
+reference = "batch"           # or "alone": base gets each request alone, one after another;
+                              # base may then be any server, spec's own too (batch invariance)
 """
 
 MODES = ("base", "dspark")
 EXPECTATIONS = ("identical", "diverge")
+REFERENCES = ("batch", "alone")  # how the base side of a comparison gets a batch
 LOAD_FORMATS = ("auto", "safetensors", "dummy")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 QWEN35_VOCAB = 248320  # vocab_size of Qwen3.5's config.json, the harness's models' too
@@ -124,6 +127,7 @@ class ComparisonSpec:
     prompt_seed: int
     prompt_vocab: int
     expect: str
+    reference: str = "batch"  # REFERENCES
 
 
 @dataclass(frozen=True)
@@ -406,8 +410,10 @@ class PlanReader:
             prompt_seed=t.take("prompt_seed", self.integer(0), 0),
             prompt_vocab=t.take("prompt_vocab", self.integer(2), QWEN35_VOCAB),
             expect=t.take("expect", self.choice(EXPECTATIONS)),
+            reference=t.take("reference", self.choice(REFERENCES), "batch"),
         )
         t.done()
+        alone = c.reference == "alone"
         for key, mode in (("base", "base"), ("spec", "dspark")):
             server = servers.get(getattr(c, key))
             if server is None:
@@ -415,9 +421,15 @@ class PlanReader:
                     f"{where}.{key}",
                     f"names no server ({getattr(c, key)!r}; servers: {', '.join(servers)})",
                 )
-            if server.mode != mode:
+            if server.mode != mode and not (alone and key == "base"):
                 raise self.error(
                     f"{where}.{key}", f'{server.name} is mode = "{server.mode}", not "{mode}"'
+                )
+            if alone and server.trace:
+                raise self.error(
+                    f"{where}.reference",
+                    f'"alone" compares tokens only, and {server.name} traces its states: set '
+                    "trace = false or drop reference",
                 )
         if c.prompt_vocab**c.prompt_len < max(c.batches):
             raise self.error(

@@ -36,7 +36,7 @@ def _at_once(b: BatchResult) -> str:
 
 
 def _rows(c: ComparisonResult) -> Iterable[str]:
-    servers = f"{c.base} vs {c.spec}"
+    servers = f"{c.base} {'alone ' if c.reference == 'alone' else ''}vs {c.spec}"
     if c.not_run and not c.batches:
         yield f"| {c.name} | {servers} | | | | | | | | {c.expect} | not run: {c.not_run} |"
         return

@@ -94,6 +94,7 @@ class ComparisonResult:
     prompt_len: int
     prompt_seed: int
     prompt_vocab: int
+    reference: str = "batch"  # "alone": the base side got each request alone
     batches: list[BatchResult] = field(default_factory=list)
     not_run: str | None = None
     verdict: str = "not run"  # "met", "missed", "incomplete" (some batch did not compare)

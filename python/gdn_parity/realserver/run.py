@@ -56,7 +56,7 @@ def _partners_up_before(steps: list[Step], index: int) -> set[str]:
         if isinstance(step, Compare) and server in (step.comparison.base, step.comparison.spec):
             c = step.comparison
             partners.add(c.spec if c.base == server else c.base)
-    return partners - later
+    return partners - later - {server}
 
 
 class _Run:
@@ -134,6 +134,7 @@ class _Run:
             prompt_len=c.prompt_len,
             prompt_seed=c.prompt_seed,
             prompt_vocab=c.prompt_vocab,
+            reference=c.reference,
         )
         self.results.comparisons.append(result)
         try:

@@ -9,7 +9,8 @@ cache; one after another, the second's fraction is a share of what the first lef
 
 Comparisons are grouped by Base server, in the plan's order of first mention, and within
 a Base server by speculative server: a Base server starts once, and a speculative server
-once per Base server it is compared with.
+once per Base server it is compared with. A server compared with itself (``reference =
+"alone"``) is not started twice.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def schedule(plan: RunPlan) -> list[Step]:
     for base, specs in groups.items():
         steps.append(start(base))
         for spec, comparisons in specs.items():
+            if spec == base:  # a server against itself alone ("reference = alone")
+                steps += [Compare(c) for c in comparisons]
+                continue
             steps.append(start(spec))
             steps += [Compare(c) for c in comparisons]
             steps.append(Stop(spec))
