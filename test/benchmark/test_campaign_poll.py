@@ -9,17 +9,27 @@ import tarfile
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "benchmark" / "gpu" / "server"
 EARLIER = "21:44:01 campaign done\n"  # an earlier campaign's last line in the same OUTDIR
 
 
-def _poll(out: Path, tmp_path: Path, seconds: int) -> subprocess.CompletedProcess[str]:
+def _poll(out: Path, tmp_path: Path, seconds: int | str) -> subprocess.CompletedProcess[str]:
     env = os.environ | {"OUT": str(tmp_path)}
     return subprocess.run(
         ["bash", str(SERVER / "poll.sh"), str(out), str(seconds)],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
+
+
+def _pid_file(out: Path, pid: int, started: int | None = None) -> None:
+    """What start.sh writes: the pid and its start time (field 22 of /proc/PID/stat)."""
+    if started is None:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        started = int(stat.rsplit(") ", 1)[1].split()[19])
+    (out / "campaign.pid").write_text(f"{pid} {started}\n")
 
 
 def test_poll_waits_for_a_running_campaign_despite_an_earlier_done_line(tmp_path):
@@ -29,7 +39,7 @@ def test_poll_waits_for_a_running_campaign_despite_an_earlier_done_line(tmp_path
     out.mkdir()
     (out / "campaign.log").write_text(EARLIER + "21:44:15 campaign: graphs-fp8kv\n")
     campaign = subprocess.Popen(["sleep", "3"])
-    (out / "campaign.pid").write_text(f"{campaign.pid}\n")
+    _pid_file(out, campaign.pid)
     began = time.monotonic()
     proc = _poll(out, tmp_path, 60)
     waited = time.monotonic() - began
@@ -50,7 +60,7 @@ def test_poll_says_a_campaign_still_runs_when_its_time_is_up(tmp_path):
     (out / "graphs-fp32.out").write_text("gdn-parity server-parity: up base after 310.4 s\n")
     campaign = subprocess.Popen(["sleep", "30"])
     try:
-        (out / "campaign.pid").write_text(f"{campaign.pid}\n")
+        _pid_file(out, campaign.pid)
         proc = _poll(out, tmp_path, 1)
     finally:
         campaign.kill()
@@ -69,7 +79,8 @@ def test_start_launches_the_campaign_and_poll_sees_it_end(tmp_path):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert start.returncode == 0, start.stderr
-    pid = int((out / "campaign.pid").read_text())
+    pid, started = map(int, (out / "campaign.pid").read_text().split())
+    assert started > 0
     proc = _poll(out, tmp_path, 60)
     assert proc.returncode == 0, proc.stderr
     assert f"poll.sh: campaign {pid} has ended" in proc.stdout
@@ -88,3 +99,75 @@ def test_poll_without_a_started_campaign_is_refused_and_packs_nothing(tmp_path):
         f"poll.sh: no {out}/campaign.pid: start the campaign with start.sh"
     ]
     assert not (tmp_path / "campaign.tgz").exists()
+
+
+def test_a_pid_that_another_process_reuses_is_not_waited_on(tmp_path):
+    out = tmp_path / "camp"
+    out.mkdir()
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        _pid_file(out, other.pid, started=1)  # the campaign's pid, now another process's
+        began = time.monotonic()
+        proc = _poll(out, tmp_path, 20)
+    finally:
+        other.kill()
+        other.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - began < 10
+    assert f"poll.sh: campaign {other.pid} has ended" in proc.stdout
+
+
+@pytest.mark.parametrize("pid_text", ["hello\n", "123\n"])
+def test_a_pid_file_without_pid_and_start_time_is_refused(tmp_path, pid_text):
+    out = tmp_path / "camp"
+    out.mkdir()
+    (out / "campaign.pid").write_text(pid_text)
+    proc = _poll(out, tmp_path, 1)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"poll.sh: {out}/campaign.pid holds no pid and start time: start the campaign with start.sh"
+    ]
+    assert not (tmp_path / "campaign.tgz").exists()
+
+
+@pytest.mark.parametrize("seconds", ["abc", "10s", "-1"])
+def test_seconds_that_are_no_number_are_refused(tmp_path, seconds):
+    out = tmp_path / "camp"
+    out.mkdir()
+    proc = _poll(out, tmp_path, seconds)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "poll.sh: usage: poll.sh OUTDIR SECONDS (or OUTDIR --running)"
+    ]
+    assert not (tmp_path / "campaign.tgz").exists()
+
+
+def test_start_refuses_an_outdir_whose_campaign_still_runs(tmp_path):
+    out = tmp_path / "camp"
+    out.mkdir()
+    campaign = subprocess.Popen(["sleep", "30"])
+    try:
+        _pid_file(out, campaign.pid)
+        proc = subprocess.run(
+            ["bash", str(SERVER / "start.sh"), str(out), "no-such-step"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        campaign.kill()
+        campaign.wait()
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"start.sh: a campaign still runs in {out}: poll it, or give another OUTDIR"
+    ]
+    assert not (out / "campaign.log").exists()
+
+
+def test_start_takes_a_relative_outdir_from_where_it_is_run(tmp_path):
+    proc = subprocess.run(
+        ["bash", str(SERVER / "start.sh"), "camp", "no-such-step"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "camp" / "campaign.pid").exists()
+    assert _poll(tmp_path / "camp", tmp_path, 60).returncode == 0
+    assert "unknown step no-such-step" in (tmp_path / "camp" / "campaign.log").read_text()

@@ -84,11 +84,23 @@ def test_a_batch_above_a_servers_limit_says_how_many_ran_at_once(rig):
     assert [(b["at_once"], b["limited_by"]) for b in batches] == [
         (2, None), (3, "spec"), (3, "spec")
     ]  # fmt: skip
-    note = "c, batch 4: spec runs at most 3 requests at once; the rest queue"
+    note = "c, batch 4: spec can run at most 3 requests at once; the rest queue"
     assert f"gdn-parity server-parity: {note}" in proc.stderr.splitlines()
     starts = {s["label"]: s["capacity"] for s in rig.results()["servers"]}
     assert starts["base"]["max_running_requests"] == 6
     assert starts["spec"]["max_running_requests"] == 3
+
+
+def test_a_kv_pool_too_small_for_the_batch_limits_it_too(rig):
+    # 24 prompt + 12 output tokens + 2 verify rows = 38 a request: 100 tokens hold 2.
+    servers = {
+        "base": rig.server(name="base"),
+        "spec": rig.server("dspark", 1, name="spec", env={"FAKE_SGLANG_TOKEN_CAPACITY": "100"}),
+    }
+    proc = rig.run(rig.plan(servers, {"c": _comparison("base", "spec", [2, 4])}))
+    assert proc.returncode == 0, proc.stderr
+    assert "| c | base vs spec | 2 | 2 | 2/2 |" in proc.stdout
+    assert "| c | base vs spec | 4 | 2 (spec's limit) | 4/4 |" in proc.stdout
 
 
 def test_a_server_that_does_not_say_its_limit_leaves_at_once_unknown(rig):

@@ -3,23 +3,29 @@
 # OUTDIR/campaign.pid holds has ended, or SECONDS pass. Then it prints the campaign's log and
 # the running step's last lines, and packs OUTDIR (server logs cut to their last 400 lines)
 # into $OUT/campaign.tgz, which the device call brings back.
+# With --running in place of SECONDS it only says, by its exit status, whether it runs.
 # Usage: bash benchmark/gpu/server/poll.sh OUTDIR SECONDS
 set -uo pipefail
-if [ $# -ne 2 ]; then
-  echo "poll.sh: usage: poll.sh OUTDIR SECONDS" >&2
-  exit 2
-fi
+usage() { echo "poll.sh: usage: poll.sh OUTDIR SECONDS (or OUTDIR --running)" >&2; exit 2; }
+[ $# -eq 2 ] || usage
 out=$1 wait=$2
+[[ $wait =~ ^[0-9]+$ || $wait == --running ]] || usage
 if [ ! -s "$out/campaign.pid" ]; then
   echo "poll.sh: no $out/campaign.pid: start the campaign with start.sh" >&2
   exit 2
 fi
-pid=$(cat "$out/campaign.pid")
-alive() {  # the campaign runs: its process exists and is no zombie
-  local stat
+read -r pid started < "$out/campaign.pid"
+if ! [[ $pid =~ ^[0-9]+$ && ${started:-} =~ ^[0-9]+$ ]]; then
+  echo "poll.sh: $out/campaign.pid holds no pid and start time: start the campaign with start.sh" >&2
+  exit 2
+fi
+alive() {  # the campaign runs: its pid is no zombie and started when start.sh saw it start
+  local stat rest
   stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
-  [ "$(echo "${stat##*) }" | cut -d' ' -f1)" != Z ]
+  rest=${stat##*) }
+  [ "$(echo "$rest" | cut -d' ' -f1)" != Z ] && [ "$(echo "$rest" | cut -d' ' -f20)" = "$started" ]
 }
+if [ "$wait" = --running ]; then alive; exit; fi  # exit 0: it runs
 end=$((SECONDS + wait))
 while [ $SECONDS -lt $end ] && alive; do sleep 1; done
 cat "$out/campaign.log" 2>/dev/null

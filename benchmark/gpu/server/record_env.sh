@@ -27,6 +27,7 @@ print("python", sys.version.split()[0], "torch", torch.__version__, "triton", tr
       "device", torch.cuda.get_device_name(), "sm", torch.cuda.get_device_capability())
 PY
   echo "payload $(cat "$SITE/.payload")"
+  echo "series digest $(bash benchmark/gpu/series_digest.sh) (benchmark/gpu/series_digest.sh)"
   PYTHONPATH=$tree/python:$PYTHONPATH python3 -c "import sglang.srt.entrypoints.http_server" &&
     echo "sglang.srt.entrypoints.http_server imports from $tree"
 } | tee -a "$out/server-env.txt"

@@ -56,15 +56,19 @@ def over_capacity(capacity: Capacity, batch: int, tokens_per_request: int) -> st
     return None
 
 
-def at_once(batch: int, starts: list[ServerRun]) -> tuple[int | None, str | None]:
-    """The most of ``batch`` requests that every one of ``starts`` runs at once, and the start
-    whose limit that is (None when each runs the whole batch); (None, None) when a start did
-    not say."""
+def at_once(batch: int, starts: list[ServerRun], tokens: int) -> tuple[int | None, str | None]:
+    """The most of ``batch`` requests of ``tokens`` tokens (prompt and output; a speculative
+    start adds one verify's rows) that every one of ``starts`` can run at once, by its
+    declared limits, and the start whose limit that is (None when each can run the whole
+    batch); (None, None) when a start did not say."""
     limits: list[tuple[int, str]] = []
     for start in starts:
-        running = start.capacity.max_running_requests if start.capacity else None
-        if running is None:
+        cap = start.capacity
+        if cap is None or cap.max_running_requests is None:
             return None, None
-        limits.append((running, start.label))
+        limits.append((cap.max_running_requests, start.label))
+        if cap.token_capacity is not None:
+            rows = 0 if start.gamma is None else start.gamma + 1
+            limits.append((cap.token_capacity // (tokens + rows), start.label))
     running, label = min(limits)
     return (batch, None) if running >= batch else (running, label)

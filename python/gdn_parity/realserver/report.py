@@ -140,7 +140,8 @@ def summary(results: RunResults) -> list[str]:
         "count Base's output ids; GDN states compare the speculative server's trace with "
         "Base's (`gdn-parity trace-diff`). A batch is `identical` when every request's tokens "
         "are equal and no compared state differs. At once: the most requests both servers "
-        "run at once, as `/server_info` says; the rest of a batch queue.",
+        "can run at once, by the limits `/server_info` declares (requests and KV tokens); "
+        "the rest of a batch queues.",
         "",
         "| comparison | servers | batch | at once | requests identical | first divergence (min) "
         "| distinct tokens min / median | accept rate | GDN states | expected | verdict |",

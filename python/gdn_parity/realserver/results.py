@@ -78,8 +78,8 @@ class BatchResult:
     states: str  # "not traced", "bitwise equal at K compared states", "differ first at ..."
     observed: str | None  # "identical" or "diverge"; None when nothing was compared
     met: bool
-    # The most requests both servers run at once, as they say (``capacity.at_once``);
-    # None: a server did not say. Below ``batch``, the rest queued on ``limited_by``.
+    # The most requests both servers can run at once, by their declared limits
+    # (``capacity.at_once``); None: a server did not say. Below ``batch``, the rest queued.
     at_once: int | None = None
     limited_by: str | None = None  # the server start whose limit that is
 

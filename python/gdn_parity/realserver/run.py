@@ -153,11 +153,12 @@ class _Run:
         if base_run.trace_dir and spec_run.trace_dir:
             traces = (Path(base_run.trace_dir), Path(spec_run.trace_dir))
         for batch in c.batches:
-            running, limited_by = at_once(batch, [base_run, spec_run])
+            tokens = c.prompt_len + c.max_new_tokens
+            running, limited_by = at_once(batch, [base_run, spec_run], tokens)
             if limited_by:
                 self.event(
-                    f"{c.name}, batch {batch}: {limited_by} runs at most {running} requests at "
-                    "once; the rest queue"
+                    f"{c.name}, batch {batch}: {limited_by} can run at most {running} requests "
+                    "at once; the rest queue"
                 )
             b = run_batch(
                 c, batch, base.launch.url, spec.launch.url, self.plan.request_timeout, traces
