@@ -140,6 +140,7 @@ def test_a_server_against_itself_alone_catches_a_request_that_depends_on_its_bat
     assert served[:8] == [x for i in range(4) for x in (alone[0], alone[1 + i])]
     assert served[8] == ("flush", None, None)
     assert sorted(r for _, r, _ in served[9:]) == [f"c-b4-{i}" for i in range(4)]
+    assert max(n for _, _, n in served[9:]) > 1  # the batch ran together
     (comparison,) = rig.results()["comparisons"]
     assert comparison["reference"] == "alone"
 
@@ -149,6 +150,25 @@ def test_a_batch_invariant_server_against_itself_alone_is_identical(rig):
     proc = rig.run(rig.plan(servers, {"c": _alone("s", [1, 4])}))
     assert proc.returncode == 0, proc.stderr
     assert "| c | s alone vs s | 4 | 4 | 4/4 | none |" in proc.stdout
+
+
+def test_alone_against_another_server_counts_only_the_batchs_limits(rig):
+    servers = {
+        "b": rig.server(name="b", env={"FAKE_SGLANG_MAX_RUNNING": "1"}),
+        "s": rig.server("dspark", 1, name="s"),
+    }
+    comparison = _comparison("b", "s", [4]) | {"reference": "alone"}
+    proc = rig.run(rig.plan(servers, {"c": comparison}))
+    assert proc.returncode == 0, proc.stderr
+    # b runs one at a time by its limit, which is all "alone" asks of it.
+    assert "| c | b alone vs s | 4 | 4 | 4/4 | none |" in proc.stdout
+    events = [(e["event"], e["server"]) for e in rig.events() if e["event"] in LIFE]
+    assert events == [
+        ("start", "b"), ("healthy", "b"), ("start", "s"), ("healthy", "s"),
+        ("exit", "s"), ("exit", "b"),
+    ]  # fmt: skip
+    in_flight = [(e["server"], e["in_flight"]) for e in rig.events("request")]
+    assert [n for server, n in in_flight if server == "b"] == [1, 1, 1, 1]
 
 
 def test_servers_start_one_at_a_time_and_a_base_is_reused(rig):

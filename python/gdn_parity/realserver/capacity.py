@@ -58,9 +58,9 @@ def over_capacity(capacity: Capacity, batch: int, tokens_per_request: int) -> st
 
 def at_once(batch: int, starts: list[ServerRun], tokens: int) -> tuple[int | None, str | None]:
     """The most of ``batch`` requests of ``tokens`` tokens (prompt and output; a speculative
-    start adds one verify's rows) that every one of ``starts`` can run at once, by its
-    declared limits, and the start whose limit that is (None when each can run the whole
-    batch); (None, None) when a start did not say."""
+    start holds gamma more, a verify's rows past the last token) that every one of
+    ``starts`` can run at once, by its declared limits, and the start whose limit that is
+    (None when each can run the whole batch); (None, None) when a start did not say."""
     limits: list[tuple[int, str]] = []
     for start in starts:
         cap = start.capacity
@@ -68,7 +68,7 @@ def at_once(batch: int, starts: list[ServerRun], tokens: int) -> tuple[int | Non
             return None, None
         limits.append((cap.max_running_requests, start.label))
         if cap.token_capacity is not None:
-            rows = 0 if start.gamma is None else start.gamma + 1
+            rows = 0 if start.gamma is None else start.gamma
             limits.append((cap.token_capacity // (tokens + rows), start.label))
     running, label = min(limits)
     return (batch, None) if running >= batch else (running, label)

@@ -3,9 +3,11 @@ server, every request's output compared, and where both servers trace, their GDN
 
 Each request is one HTTP ``POST /generate`` in a thread of its own (greedy, ``ignore_eos``,
 ``gdn_parity.debug.sglang_client``); the rid is ``<comparison>-b<N>-<i>`` on both servers,
-so their state traces align. Both servers' radix caches are flushed before a batch: a Base
-server serves several comparisons, and what it has cached from earlier ones (request 0 is
-always the issue's prompt) would otherwise make its prefills differ from a fresh server's.
+so their state traces align. Each server's radix cache is flushed right before it gets the
+batch: a Base server serves several comparisons, and what it has cached from earlier ones
+(request 0 is always the issue's prompt) would otherwise make its prefills differ from a
+fresh server's. With ``reference = "alone"`` the base side gets each request alone, after
+a flush of its own.
 
 A batch's verdict: ``identical`` when every request's tokens are equal and no compared
 state differs, else ``diverge``.
@@ -27,6 +29,9 @@ from gdn_parity.realserver.prompts import batch_prompts
 from gdn_parity.realserver.results import BatchResult, RequestResult, StatePoint, TraceCheck
 
 TRACE_GLOB = "gdn_state_trace.*.jsonl"  # one file per rank (0001's naming)
+# sglang refuses a flush while a request runs; right after one, its scheduler may not be idle
+# yet. It waits up to this long for them to leave.
+FLUSH_WAIT_S = 30.0
 
 
 def rid(comparison: str, batch: int, index: int) -> str:
@@ -192,7 +197,7 @@ def judge(
 
 def _alone(url: str, payload: dict, timeout: float) -> Generation:
     """One request with nothing else in flight, after a cache flush: what batch 1 sees."""
-    flush_cache(url, timeout)
+    flush_cache(url, timeout, wait_s=FLUSH_WAIT_S)
     (answer,) = send_concurrently(url, [payload], timeout)
     return answer
 
@@ -219,12 +224,13 @@ def run_batch(
         if comparison.reference == "alone":
             base = [_alone(base_url, payload, timeout) for payload in payloads]
         else:
-            flush_cache(base_url, timeout)
+            flush_cache(base_url, timeout, wait_s=FLUSH_WAIT_S)
             base = send_concurrently(base_url, payloads, timeout)
     except GdnParityError as exc:
-        return failed_batch(batch, f"{comparison.base}: {exc}")
+        alone = " alone" if comparison.reference == "alone" else ""
+        return failed_batch(batch, f"{comparison.base}{alone}: {exc}")
     try:
-        flush_cache(spec_url, timeout)
+        flush_cache(spec_url, timeout, wait_s=FLUSH_WAIT_S)
         spec = send_concurrently(spec_url, payloads, timeout)
     except GdnParityError as exc:
         return failed_batch(batch, f"{comparison.spec}: {exc}")

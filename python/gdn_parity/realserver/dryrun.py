@@ -43,7 +43,8 @@ def dry_run_lines(plan: RunPlan, out: Path, environ: Mapping[str, str]) -> Itera
         elif isinstance(step, Compare):
             c = step.comparison
             yield (
-                f"{number}. compare {c.name}: {c.base} vs {c.spec}, batch sizes "
+                f"{number}. compare {c.name}: {c.base}{' alone' if c.reference == 'alone' else ''} "
+                f"vs {c.spec}, batch sizes "
                 f"{', '.join(map(str, c.batches))}; {c.max_new_tokens} new tokens a request, "
                 f"greedy, ignore_eos; expect {c.expect}"
             )

@@ -154,7 +154,9 @@ class _Run:
             traces = (Path(base_run.trace_dir), Path(spec_run.trace_dir))
         for batch in c.batches:
             tokens = c.prompt_len + c.max_new_tokens
-            running, limited_by = at_once(batch, [base_run, spec_run], tokens)
+            # Alone, the base side runs one request at a time: only the batch's server counts.
+            batched = [spec_run] if c.reference == "alone" else [base_run, spec_run]
+            running, limited_by = at_once(batch, batched, tokens)
             if limited_by:
                 self.event(
                     f"{c.name}, batch {batch}: {limited_by} can run at most {running} requests "
@@ -170,7 +172,8 @@ class _Run:
                 f"{c.name}, batch {batch}: {b.identical}/{batch} identical, states "
                 f"{b.states}; expected {c.expect}: {verdict}" + (f" ({b.error})" if b.error else "")
             )
-            if b.error and self._died(base, base_run) | self._died(spec, spec_run):
+            servers = {id(p): (p, r) for p, r in ((base, base_run), (spec, spec_run))}
+            if b.error and any([self._died(p, r) for p, r in servers.values()]):
                 result.not_run = f"a server exited during batch {batch}: the rest did not run"
                 return
 
