@@ -9,7 +9,7 @@ from pathlib import Path
 from gdn_parity.debug.issue35150 import INPUT_IDS
 from gdn_parity.realserver.compare import rid
 from gdn_parity.realserver.launch import launch_for
-from gdn_parity.realserver.plan import RunPlan
+from gdn_parity.realserver.plan import RunPlan, pair_label
 from gdn_parity.realserver.process import HEALTH_PATH
 from gdn_parity.realserver.schedule import Compare, Start, schedule
 
@@ -43,8 +43,8 @@ def dry_run_lines(plan: RunPlan, out: Path, environ: Mapping[str, str]) -> Itera
         elif isinstance(step, Compare):
             c = step.comparison
             yield (
-                f"{number}. compare {c.name}: {c.base}{' alone' if c.reference == 'alone' else ''} "
-                f"vs {c.spec}, batch sizes "
+                f"{number}. compare {c.name}: {pair_label(c.base, c.spec, c.reference)}, "
+                "batch sizes "
                 f"{', '.join(map(str, c.batches))}; {c.max_new_tokens} new tokens a request, "
                 f"greedy, ignore_eos; expect {c.expect}"
             )

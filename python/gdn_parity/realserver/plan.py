@@ -130,6 +130,11 @@ class ComparisonSpec:
     reference: str = "batch"  # REFERENCES
 
 
+def pair_label(base: str, spec: str, reference: str) -> str:
+    """A comparison's servers in words: ``base vs spec``, or ``base alone vs spec``."""
+    return f"{base} {'alone ' if reference == 'alone' else ''}vs {spec}"
+
+
 @dataclass(frozen=True)
 class ServerPlan:
     """What every plan of real servers holds: the interpreter, the limits, the flags and

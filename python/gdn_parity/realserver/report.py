@@ -7,6 +7,7 @@ import shlex
 from collections.abc import Iterable
 
 from gdn_parity.debug.issue35150 import INPUT_SHA256
+from gdn_parity.realserver.plan import pair_label
 from gdn_parity.realserver.results import BatchResult, ComparisonResult, RunResults, ServerRun
 
 STATUS = {0: "every comparison met its expectation", 1: "a comparison missed its expectation"}
@@ -36,7 +37,7 @@ def _at_once(b: BatchResult) -> str:
 
 
 def _rows(c: ComparisonResult) -> Iterable[str]:
-    servers = f"{c.base} {'alone ' if c.reference == 'alone' else ''}vs {c.spec}"
+    servers = pair_label(c.base, c.spec, c.reference)
     if c.not_run and not c.batches:
         yield f"| {c.name} | {servers} | | | | | | | | {c.expect} | not run: {c.not_run} |"
         return
