@@ -24,6 +24,21 @@ def _poll(out: Path, tmp_path: Path, seconds: int | str) -> subprocess.Completed
     )  # fmt: skip
 
 
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    """The campaign's OUTDIR."""
+    camp = tmp_path / "camp"
+    camp.mkdir()
+    return camp
+
+
+def _refused(proc: subprocess.CompletedProcess[str], tmp_path: Path, line: str) -> None:
+    """Exit 2, one line on stderr, nothing packed."""
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [line]
+    assert not (tmp_path / "campaign.tgz").exists()
+
+
 def _pid_file(out: Path, pid: int, started: int | None = None) -> None:
     """What start.sh writes: the pid and its start time (field 22 of /proc/PID/stat)."""
     if started is None:
@@ -51,9 +66,7 @@ def test_poll_waits_for_a_running_campaign_despite_an_earlier_done_line(tmp_path
         assert "campaign/campaign.log" in packed.getnames()
 
 
-def test_poll_says_a_campaign_still_runs_when_its_time_is_up(tmp_path):
-    out = tmp_path / "camp"
-    out.mkdir()
+def test_poll_says_a_campaign_still_runs_when_its_time_is_up(tmp_path, out):
     (out / "campaign.log").write_text(
         "21:50:21 campaign: graphs-fp32\n21:50:21 start graphs-fp32\n"
     )
@@ -70,9 +83,7 @@ def test_poll_says_a_campaign_still_runs_when_its_time_is_up(tmp_path):
     assert "up base after 310.4 s" in proc.stdout
 
 
-def test_start_launches_the_campaign_and_poll_sees_it_end(tmp_path):
-    out = tmp_path / "camp"
-    out.mkdir()
+def test_start_launches_the_campaign_and_poll_sees_it_end(tmp_path, out):
     (out / "campaign.log").write_text(EARLIER)
     start = subprocess.run(
         ["bash", str(SERVER / "start.sh"), str(out), "no-such-step"],
@@ -89,21 +100,13 @@ def test_start_launches_the_campaign_and_poll_sees_it_end(tmp_path):
     assert log.count("campaign done") == 2
 
 
-def test_poll_without_a_started_campaign_is_refused_and_packs_nothing(tmp_path):
-    out = tmp_path / "camp"
-    out.mkdir()
+def test_poll_without_a_started_campaign_is_refused_and_packs_nothing(tmp_path, out):
     (out / "campaign.log").write_text(EARLIER)
     proc = _poll(out, tmp_path, 1)
-    assert proc.returncode == 2
-    assert proc.stderr.splitlines() == [
-        f"poll.sh: no {out}/campaign.pid: start the campaign with start.sh"
-    ]
-    assert not (tmp_path / "campaign.tgz").exists()
+    _refused(proc, tmp_path, f"poll.sh: no {out}/campaign.pid: start the campaign with start.sh")
 
 
-def test_a_pid_that_another_process_reuses_is_not_waited_on(tmp_path):
-    out = tmp_path / "camp"
-    out.mkdir()
+def test_a_pid_that_another_process_reuses_is_not_waited_on(tmp_path, out):
     other = subprocess.Popen(["sleep", "30"])
     try:
         _pid_file(out, other.pid, started=1)  # the campaign's pid, now another process's
@@ -118,33 +121,24 @@ def test_a_pid_that_another_process_reuses_is_not_waited_on(tmp_path):
 
 
 @pytest.mark.parametrize("pid_text", ["hello\n", "123\n"])
-def test_a_pid_file_without_pid_and_start_time_is_refused(tmp_path, pid_text):
-    out = tmp_path / "camp"
-    out.mkdir()
+def test_a_pid_file_without_pid_and_start_time_is_refused(tmp_path, out, pid_text):
     (out / "campaign.pid").write_text(pid_text)
     proc = _poll(out, tmp_path, 1)
-    assert proc.returncode == 2
-    assert proc.stderr.splitlines() == [
-        f"poll.sh: {out}/campaign.pid holds no pid and start time: start the campaign with start.sh"
-    ]
-    assert not (tmp_path / "campaign.tgz").exists()
+    _refused(
+        proc,
+        tmp_path,
+        f"poll.sh: {out}/campaign.pid holds no pid and start time: start the campaign with "
+        "start.sh",
+    )
 
 
 @pytest.mark.parametrize("seconds", ["abc", "10s", "-1"])
-def test_seconds_that_are_no_number_are_refused(tmp_path, seconds):
-    out = tmp_path / "camp"
-    out.mkdir()
+def test_seconds_that_are_no_number_are_refused(tmp_path, out, seconds):
     proc = _poll(out, tmp_path, seconds)
-    assert proc.returncode == 2
-    assert proc.stderr.splitlines() == [
-        "poll.sh: usage: poll.sh OUTDIR SECONDS (or OUTDIR --running)"
-    ]
-    assert not (tmp_path / "campaign.tgz").exists()
+    _refused(proc, tmp_path, "poll.sh: usage: poll.sh OUTDIR SECONDS (or OUTDIR --running)")
 
 
-def test_start_refuses_an_outdir_whose_campaign_still_runs(tmp_path):
-    out = tmp_path / "camp"
-    out.mkdir()
+def test_start_refuses_an_outdir_whose_campaign_still_runs(tmp_path, out):
     campaign = subprocess.Popen(["sleep", "30"])
     try:
         _pid_file(out, campaign.pid)
