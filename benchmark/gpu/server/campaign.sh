@@ -4,7 +4,8 @@
 # OUTDIR/campaign.log and its output in OUTDIR/STEP.out. poll.sh waits on it. A step that
 # fails is logged and the next one runs.
 # Steps (default: all, in this order): refusals reporter graphs-bf16 graphs-bf16-triton
-# graphs-fp32 graphs-fp8kv gemm cost. The identity steps' model directory (IDENTITY_MODEL) is
+# graphs-fp32 graphs-fp8kv gemm dram-bytes cost. dram-bytes is issue 47's bytes goal
+# (verify_dram_bytes.py under ncu, 16K context, 2 and 4 rows). The identity steps' model directory (IDENTITY_MODEL) is
 # written before the first step that needs it; cost and cost-slice write the 64-layer 27b's
 # configs (no weights: --load-format dummy). cost-slice (plans/cost-27b-slice.toml, not in the default list) is
 # three starts at one accept length, about 15 minutes: the first slice for a short lease.
@@ -22,7 +23,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=$1; shift
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(refusals reporter graphs-bf16 graphs-bf16-triton graphs-fp32 graphs-fp8kv gemm cost)
+[ ${#steps[@]} -gt 0 ] || steps=(refusals reporter graphs-bf16 graphs-bf16-triton graphs-fp32 graphs-fp8kv gemm dram-bytes cost)
 source benchmark/gpu/server/env.sh
 trees=${TREES:-/tmp/srv-trees}
 models=${MODELS:-/tmp/srv-models}
@@ -69,6 +70,8 @@ for step in "${steps[@]}"; do
     graphs-fp8kv) graphs graphs-fp8kv bfloat16 fp8_e4m3 1 ;;
     gemm) timeout 900 python3 benchmark/gpu/server/deepgemm_rows.py --tree "$trees/series" \
             --out "$out/gemm" --shapes 27b.in_proj_qkvz,27b.in_proj_ba,27b.o_proj,27b.down,27b.gate_up ;;
+    dram-bytes) timeout 600 python3 benchmark/gpu/verify_dram_bytes.py table --tree "$trees/series" \
+                  --out "$out/dram-bytes" --contexts 16384 --rows 2,4 ;;
     cost) cost cost-27b cost ;;
     cost-slice) cost cost-27b-slice cost-slice ;;
     *) log "unknown step $step"; continue ;;
