@@ -16,19 +16,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-# Before anything imports triton or sglang.
+from gdn_parity.queue.cache import cache_dir
+
+# Before anything imports triton or sglang. sglang's JIT cache goes with the rest of the
+# cache (GDN_PARITY_CACHE), not in a folder that other users of /tmp share.
 os.environ["TRITON_INTERPRET"] = "1"
-os.environ.setdefault(
-    "SGLANG_CACHE_DIR", str(Path(tempfile.gettempdir()) / "gdn-parity-sglang-cache")
-)
+os.environ.setdefault("SGLANG_CACHE_DIR", str(cache_dir() / "sglang-cache"))
 
 import pytest  # noqa: E402
 
-from gdn_parity.queue.cache import cache_dir  # noqa: E402
 from gdn_parity.queue.series import Series, load_series  # noqa: E402
 from gdn_parity.queue.tree import materialise_tree  # noqa: E402
 from gdn_parity.sandbox import (  # noqa: E402

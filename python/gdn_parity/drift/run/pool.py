@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from gdn_parity.errors import GdnParityError
 from gdn_parity.logs import how_it_ended, log_path
+from gdn_parity.queue.cache import cache_dir
 
 
 class WorkerJob(Protocol):
@@ -69,7 +70,7 @@ def serve(argv: list[str], load: Callable[[str], Any], run: Callable[[Any, Any],
 
 def _worker_env(device: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.setdefault("SGLANG_CACHE_DIR", str(Path(tempfile.gettempdir()) / "gdn-parity-sglang"))
+    env.setdefault("SGLANG_CACHE_DIR", str(cache_dir() / "sglang-cache"))
     env["PYTHONWARNINGS"] = "ignore"
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
