@@ -17,7 +17,8 @@
 # IDENTITY_MODEL=SIZE (default 27b-8l) picks the model-dir of the identity steps, e.g. large,
 # which loads and starts faster (not 27b: cost's weightless 27b directory). GRAPHS_ONLY=NAME[,NAME...] runs only those comparisons of
 # contract-graphs.toml in the graphs steps (server-parity --only), e.g.
-# graphs-g3-forced-reject for a short lease.
+# graphs-g3-forced-reject for a short lease. COST_MM_DEEPGEMM=0 runs cost-slice's contract
+# server on the Triton GEMM route, which skips DeepGEMM's JIT at its start.
 # Usage: bash benchmark/gpu/server/start.sh OUTDIR [STEP...]
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -55,7 +56,8 @@ cost() {  # cost PLAN NAME: goes on from OUTDIR/NAME/results.json where one is t
   [ -f "$out/$2/results.json" ] && resume=(--resume)
   python3 -m gdn_parity.cli server-cost "benchmark/gpu/server/plans/$1.toml" --out "$out/$2" "${resume[@]}" \
     --set "SERVER_PYTHON=$(command -v python3)" --set "TREE_SERIES=$trees/series" \
-    --set "MODEL_DIR=$models/27b/target" --set "DRAFT=$models/27b/draft" --set SSM_DTYPE=float32
+    --set "MODEL_DIR=$models/27b/target" --set "DRAFT=$models/27b/draft" --set SSM_DTYPE=float32 \
+    --set "MM_DEEPGEMM=${COST_MM_DEEPGEMM:-1}"
 }
 for step in "${steps[@]}"; do
   log "start $step"
