@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run on the GPU machine once receive.sh has every part: checks the parts and the whole
 # payload against SHA256SUMS and unpacks it into $SITE (default /tmp/srv-site; skipped where that
-# already holds this payload). Then record_env.sh. Usage: bash benchmark/gpu/server/install.sh
+# already holds this payload). A carried .gpu/jit-cache.tar.xz (jit_cache.sh) goes into the
+# servers' SGLANG_CACHE_DIR. Then record_env.sh. Usage: bash benchmark/gpu/server/install.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 dest=${CARRY_DIR:-/tmp/srv-carry}
@@ -28,3 +29,6 @@ if [ "$(cat "$site/.payload" 2>/dev/null)" != "$payload" ]; then
   echo "$payload" > "$site/.payload"
 fi
 echo "install.sh: $site holds payload ${payload:0:12}"
+if [ -f .gpu/jit-cache.tar.xz ]; then
+  (source benchmark/gpu/server/env.sh && bash benchmark/gpu/server/jit_cache.sh unpack .gpu/jit-cache.tar.xz)
+fi

@@ -1,0 +1,82 @@
+"""benchmark/gpu/server/jit_cache.sh: the compiled kernels one lease packs and the next unpacks,
+and its refusals (exit 2, one line, nothing written)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmark" / "gpu" / "server" / "jit_cache.sh"
+
+
+def _run(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"SGLANG_CACHE_DIR": str(cache)}
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def _refused(proc: subprocess.CompletedProcess[str], line_start: str) -> None:
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(line_start), proc.stderr
+
+
+@pytest.fixture
+def compiled(tmp_path: Path) -> Path:
+    """A server's cache after a start: DeepGEMM's and the CUDA driver's kernels, and Triton's."""
+    cache = tmp_path / "cache"
+    (cache / "deep_gemm" / "cache" / "kernel.abc").mkdir(parents=True)
+    (cache / "deep_gemm" / "cache" / "kernel.abc" / "kernel.cubin").write_bytes(b"\x7fELF sm90a")
+    (cache / "nv").mkdir()
+    (cache / "nv" / "index").write_bytes(b"ptx jit")
+    (cache / "triton").mkdir()
+    (cache / "triton" / "big.so").write_bytes(b"triton's own")
+    return cache
+
+
+def test_what_pack_packs_unpack_lays_out(compiled: Path, tmp_path: Path) -> None:
+    packed = tmp_path / "jit-cache.tar.xz"
+    assert _run(compiled, "pack", str(packed)).returncode == 0
+    fresh = tmp_path / "fresh" / "cache"  # a new lease: nothing there yet
+    assert _run(fresh, "unpack", str(packed)).returncode == 0
+    expected = {k: v for k, v in _files(compiled).items() if not k.startswith("triton/")}
+    assert _files(fresh) == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "fresh", "jit-cache.tar.xz"]
+
+
+def test_pack_refuses_an_empty_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    _refused(_run(cache, "pack", str(tmp_path / "out.tar.xz")), "jit_cache.sh: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+
+
+def test_pack_refuses_a_folder_that_is_not_there(compiled: Path, tmp_path: Path) -> None:
+    _refused(
+        _run(compiled, "pack", str(tmp_path / "no" / "out.tar.xz")), "jit_cache.sh: cannot write"
+    )
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("content", [None, b"not a tarball"])
+def test_unpack_refuses_what_pack_did_not_write(tmp_path: Path, content: bytes | None) -> None:
+    packed = tmp_path / "jit-cache.tar.xz"
+    if content is not None:
+        packed.write_bytes(content)
+    cache = tmp_path / "cache"
+    _refused(_run(cache, "unpack", str(packed)), "jit_cache.sh: ")
+    assert not cache.exists()
+
+
+@pytest.mark.parametrize("args", [(), ("pack",), ("copy", "x.tar.xz"), ("pack", "a", "b")])
+def test_bad_usage(tmp_path: Path, args: tuple[str, ...]) -> None:
+    _refused(_run(tmp_path / "cache", *args), "jit_cache.sh: usage")
+    assert list(tmp_path.iterdir()) == []
