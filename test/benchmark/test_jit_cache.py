@@ -12,8 +12,10 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmark" / "gpu" / "server" / "jit_cache.sh"
 
 
-def _run(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"SGLANG_CACHE_DIR": str(cache)}
+def _run(cache: Path | None, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_CACHE_DIR"}
+    if cache is not None:
+        env["SGLANG_CACHE_DIR"] = str(cache)
     return subprocess.run(
         ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60
     )
@@ -52,11 +54,46 @@ def test_what_pack_packs_unpack_lays_out(compiled: Path, tmp_path: Path) -> None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "fresh", "jit-cache.tar.xz"]
 
 
-def test_pack_refuses_an_empty_cache(tmp_path: Path) -> None:
+@pytest.mark.parametrize("held", [(), ("triton",)])
+def test_pack_refuses_a_cache_without_kernels_of_its_own(
+    tmp_path: Path, held: tuple[str, ...]
+) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
+    for name in held:  # Triton's folder alone: nothing pack would keep
+        (cache / name).mkdir()
+        (cache / name / "k.so").write_bytes(b"x")
     _refused(_run(cache, "pack", str(tmp_path / "out.tar.xz")), "jit_cache.sh: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+
+
+def test_pack_refuses_a_folder_as_its_file(compiled: Path, tmp_path: Path) -> None:
+    target = tmp_path / "out"
+    target.mkdir()
+    _refused(_run(compiled, "pack", str(target)), "jit_cache.sh: ")
+    assert list(target.iterdir()) == []
+
+
+def test_pack_refuses_more_than_a_device_call_returns(compiled: Path, tmp_path: Path) -> None:
+    (compiled / "deep_gemm" / "huge.cubin").write_bytes(os.urandom(16 * 2**20))  # xz keeps it
+    packed = tmp_path / "jit-cache.tar.xz"
+    _refused(_run(compiled, "pack", str(packed)), "jit_cache.sh: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+
+
+def test_a_cache_that_is_a_file_is_refused(compiled: Path, tmp_path: Path) -> None:
+    packed = tmp_path / "jit-cache.tar.xz"
+    assert _run(compiled, "pack", str(packed)).returncode == 0
+    not_a_folder = tmp_path / "cache-file"
+    not_a_folder.write_bytes(b"")
+    _refused(_run(not_a_folder, "unpack", str(packed)), "jit_cache.sh: ")
+    assert not_a_folder.read_bytes() == b""
+
+
+@pytest.mark.parametrize("verb", ["pack", "unpack"])
+def test_without_sglang_cache_dir(tmp_path: Path, verb: str) -> None:
+    _refused(_run(None, verb, str(tmp_path / "x.tar.xz")), "jit_cache.sh: SGLANG_CACHE_DIR")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_pack_refuses_a_folder_that_is_not_there(compiled: Path, tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def test_the_cost_plan_times_the_four_servers_at_every_accept_length():
     path = PLANS / "cost-27b.toml"
     plan = load_cost_plan(path, _given(path.read_text()), {})
     (bench,) = plan.benchmarks
-    assert (plan.size, bench.batches, bench.repeats) == ("27b", (1, 4, 16, 64), 3)
+    assert (plan.size, bench.batches, bench.repeats) == ("27b", (1, 4, 16, 32, 64), 3)
     assert 1024 <= bench.prompt_len <= 4096 and bench.long_tokens >= 200
     # Neither run ends on a cut-short verify at accept lengths 1 to 4.
     assert (bench.short_tokens - 1) % 12 == (bench.long_tokens - 1) % 12 == 0

@@ -4,15 +4,14 @@
 # OUTDIR/campaign.log and its output in OUTDIR/STEP.out. poll.sh waits on it. A step that
 # fails is logged and the next one runs.
 # Steps (default: all, in this order): refusals reporter graphs-bf16 graphs-bf16-triton
-# graphs-fp32 graphs-fp8kv gemm dram-bytes cost jit-cache. dram-bytes is issue 47's bytes
-# goal (verify_dram_bytes.py under ncu, 16K context, 2 and 4 rows). jit-cache packs the
-# kernels the servers compiled into OUTDIR/jit-cache.tar.xz, for the next lease (jit_cache.sh). The identity steps' model directory (IDENTITY_MODEL) is
+# graphs-fp32 graphs-fp8kv gemm dram-bytes cost. dram-bytes is issue 47's bytes goal
+# (verify_dram_bytes.py under ncu, 16K context, 2 and 4 rows). The identity steps' model directory (IDENTITY_MODEL) is
 # written before the first step that needs it; cost and cost-slice write the 64-layer 27b's
 # configs (no weights: --load-format dummy). cost-slice (plans/cost-27b-slice.toml, not in the default list) is
 # three starts at one accept length, about 15 minutes: the first slice for a short lease.
-# cost (plans/cost-27b.toml) takes about 2 hours on an H200 (1.5 to 3): 14 server starts,
-# each loading and capturing graphs, then 1.2 M prompt tokens and 811 new tokens a request
-# per batch size. It needs an H200's memory for batch 64 (the plan says why). It spans
+# cost (plans/cost-27b.toml) takes about 2.5 hours on an H200 (2 to 4): 14 server starts,
+# each loading and capturing graphs, then 1.7 M prompt tokens and 811 new tokens a request
+# per batch size. An H200 runs its larger batches (the plan says which). It spans
 # leases: put an earlier lease's cost/results.json in OUTDIR/cost/ first, and the starts it
 # holds in full are kept (server-cost --resume).
 # IDENTITY_MODEL=SIZE (default 27b-8l) picks the model-dir of the identity steps, e.g. large,
@@ -25,7 +24,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=$1; shift
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(refusals reporter graphs-bf16 graphs-bf16-triton graphs-fp32 graphs-fp8kv gemm dram-bytes cost jit-cache)
+[ ${#steps[@]} -gt 0 ] || steps=(refusals reporter graphs-bf16 graphs-bf16-triton graphs-fp32 graphs-fp8kv gemm dram-bytes cost)
 source benchmark/gpu/server/env.sh
 trees=${TREES:-/tmp/srv-trees}
 models=${MODELS:-/tmp/srv-models}
@@ -77,7 +76,6 @@ for step in "${steps[@]}"; do
                   --out "$out/dram-bytes" --contexts 16384 --rows 2,4 ;;
     cost) cost cost-27b cost ;;
     cost-slice) cost cost-27b-slice cost-slice ;;
-    jit-cache) bash benchmark/gpu/server/jit_cache.sh pack "$out/jit-cache.tar.xz" ;;
     *) log "unknown step $step"; continue ;;
   esac > "$out/$step.out" 2>&1  # each step's own lines (a cost run's cells as they finish), for poll.sh
   log "end $step: exit $?"

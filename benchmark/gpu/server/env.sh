@@ -14,4 +14,5 @@ export PYTORCH_SKIP_CUDNN_COMPATIBILITY_CHECK=1   # built on a newer cuDNN than 
 export SGLANG_IS_FLASHINFER_AVAILABLE=false       # not carried: deterministic inference samples with pytorch
 export SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=python  # the wheel's Rust tree core is cpython-311 only
 export SGLANG_CACHE_DIR=/tmp/sglang-cache TRITON_CACHE_DIR=/tmp/triton-cache-srv
+export SGLANG_JIT_CACHE_DIR=$SGLANG_CACHE_DIR/jit  # sglang's JIT kernels, beside DeepGEMM's: jit_cache.sh packs both
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1

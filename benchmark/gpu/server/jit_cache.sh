@@ -1,44 +1,47 @@
 #!/usr/bin/env bash
-# The kernels a server compiles on its first start (DeepGEMM's bf16 GEMMs under the contract:
-# about 3.5 min on an H100; sglang's JIT kernels), kept from one lease for the next.
-# pack FILE: after a campaign, packs SGLANG_CACHE_DIR's compiled kernels into FILE (tar.xz).
-#   campaign.sh's step jit-cache runs it; FILE comes back in the poll's campaign.tgz.
-# unpack FILE: before the servers start, lays FILE into SGLANG_CACHE_DIR. Put FILE in the
-#   checkout as .gpu/jit-cache.tar.xz and carry it (plan_calls.py .gpu/jit-cache.tar.xz);
-#   install.sh unpacks it. The kernels were compiled for SM90: an H100's suit an H200.
-# SGLANG_CACHE_DIR: env.sh's (/tmp/sglang-cache). Its triton folder stays out: env.sh gives
-# Triton its own cache, and sglang's is empty.
+# The kernels a server compiles on its first start, kept from one lease for the next:
+# DeepGEMM's bf16 GEMMs under the contract (SGLANG_CACHE_DIR/deep_gemm) and sglang's JIT
+# kernels (SGLANG_JIT_CACHE_DIR, which env.sh puts under SGLANG_CACHE_DIR). Triton keeps its
+# own cache (env.sh), which stays out: a triton folder here is left out too.
+# pack FILE: packs SGLANG_CACHE_DIR into FILE (tar.xz). Run it in a poll's call with FILE
+#   under $OUT, not in the campaign's OUTDIR: a device call returns files of at most 16 MiB,
+#   and poll.sh packs OUTDIR whole. A larger pack is refused.
+# unpack FILE: lays FILE into SGLANG_CACHE_DIR. Keep FILE as .gpu/jit-cache.tar.xz and carry
+#   it (plan_calls.py .gpu/jit-cache.tar.xz); install.sh unpacks it. DeepGEMM keys its kernels
+#   by nvcc's version, its flags (sm_90a) and the source, not by paths: an H100's suit an H200.
+# Source env.sh first: it sets SGLANG_CACHE_DIR. Usage: jit_cache.sh pack|unpack FILE
 set -uo pipefail
-usage() { echo "jit_cache.sh: usage: jit_cache.sh pack|unpack FILE" >&2; exit 2; }
-[ $# -eq 2 ] || usage
+LIMIT_MIB=15  # under the 16 MiB a device call returns per file
+fail() { echo "jit_cache.sh: $*" >&2; exit 2; }
+[ $# -eq 2 ] || fail "usage: jit_cache.sh pack|unpack FILE"
 verb=$1 file=$2
-cache=${SGLANG_CACHE_DIR:?jit_cache.sh: set SGLANG_CACHE_DIR (source env.sh)}
+[ -n "${SGLANG_CACHE_DIR:-}" ] || fail "SGLANG_CACHE_DIR is not set: source benchmark/gpu/server/env.sh"
+cache=$SGLANG_CACHE_DIR
 case $verb in
   pack)
-    if [ ! -d "$cache" ] || [ -z "$(ls -A "$cache")" ]; then
-      echo "jit_cache.sh: $cache holds nothing compiled: run the servers first" >&2
-      exit 2
-    fi
-    tmp=$(mktemp "$file.part.XXXXXX" 2> /dev/null) || { echo "jit_cache.sh: cannot write $file" >&2; exit 2; }
-    if ! tar cJf "$tmp" -C "$cache" --exclude=./triton .; then
+    [ -d "$file" ] && fail "$file is a folder: name the file to write"
+    [ -n "$(find "$cache" -mindepth 1 -maxdepth 1 ! -name triton 2> /dev/null)" ] ||
+      fail "$cache holds nothing compiled: run the servers first"
+    tmp=$(mktemp "$file.part.XXXXXX" 2> /dev/null) || fail "cannot write $file"
+    if ! tar cJf "$tmp" -C "$cache" --exclude=./triton . 2> /dev/null; then
       rm -f "$tmp"
-      echo "jit_cache.sh: could not pack $cache" >&2
-      exit 2
+      fail "could not pack $cache"
     fi
-    mv "$tmp" "$file"
-    echo "jit_cache.sh: $file holds $cache ($(du -sh "$cache" | cut -f1) unpacked, $(du -h "$file" | cut -f1) packed)"
+    mib=$(( ($(stat -c %s "$tmp") + 1048575) / 1048576 ))
+    if [ "$mib" -gt "$LIMIT_MIB" ]; then
+      rm -f "$tmp"
+      fail "$cache packs into $mib MiB, over the $LIMIT_MIB MiB a device call returns"
+    fi
+    mv "$tmp" "$file" || { rm -f "$tmp"; fail "cannot write $file"; }
+    echo "jit_cache.sh: $file holds $cache's kernels ($mib MiB)"
     ;;
   unpack)
-    if [ ! -f "$file" ]; then
-      echo "jit_cache.sh: no $file" >&2
-      exit 2
-    fi
-    if ! tar tJf "$file" > /dev/null 2>&1; then
-      echo "jit_cache.sh: $file is not a tar.xz that pack wrote" >&2
-      exit 2
-    fi
-    mkdir -p "$cache" && tar xJf "$file" -C "$cache"
+    [ -f "$file" ] || fail "no $file"
+    tar tJf "$file" > /dev/null 2>&1 || fail "$file is not a tar.xz that pack wrote"
+    [ -e "$cache" ] && [ ! -d "$cache" ] && fail "$cache is not a folder"
+    mkdir -p "$cache" 2> /dev/null || fail "cannot make $cache"
+    tar xJf "$file" -C "$cache" 2> /dev/null || fail "could not unpack $file into $cache"
     echo "jit_cache.sh: $cache now holds $file's kernels"
     ;;
-  *) usage ;;
+  *) fail "usage: jit_cache.sh pack|unpack FILE" ;;
 esac
