@@ -117,3 +117,19 @@ def test_unpack_refuses_what_pack_did_not_write(tmp_path: Path, content: bytes |
 def test_bad_usage(tmp_path: Path, args: tuple[str, ...]) -> None:
     _refused(_run(tmp_path / "cache", *args), "jit_cache.sh: usage")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unpack_that_fails_midway_leaves_the_cache_as_it_was(tmp_path: Path) -> None:
+    """tar lists a member named ../x, then refuses to write it: nothing reaches the cache."""
+    import io
+    import tarfile
+
+    packed = tmp_path / "jit-cache.tar.xz"
+    with tarfile.open(packed, "w:xz") as tar:
+        for name in ("deep_gemm/a.cubin", "../outside"):
+            info = tarfile.TarInfo(name)
+            info.size = 4
+            tar.addfile(info, io.BytesIO(b"data"))
+    cache = tmp_path / "work" / "cache"
+    _refused(_run(cache, "unpack", str(packed)), "jit_cache.sh: could not unpack")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jit-cache.tar.xz"]

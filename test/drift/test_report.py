@@ -3,10 +3,18 @@ hand-built rows."""
 
 from __future__ import annotations
 
+import json
+
 from gdn_parity.drift.plot import layer_curves
 from gdn_parity.drift.report import Row, markdown_table, rows, verdict
 from gdn_parity.drift.run.modes import Mode, ModeKind
-from gdn_parity.drift.run.results import Decoded, ModeResult, RoundDiff, VariantResult
+from gdn_parity.drift.run.results import (
+    Decoded,
+    ModeResult,
+    RoundDiff,
+    VariantResult,
+    results_json,
+)
 
 SHA = "ab" * 32
 
@@ -59,3 +67,25 @@ def test_the_figure_plots_what_the_table_counts_conv_included():
     row = rows([result])[1]
     assert row.max_state_diff == max(max(curve) for curve in curves) == 4e-3
     assert row.first_state_diff_round == 2
+
+
+def test_demo_json_is_strict_json_with_off_path_rounds_as_null() -> None:
+    """A round off Base's path has NaN differences in memory; demo.json holds null there,
+    which strict JSON parsers (jq's, JavaScript's) read, where a bare NaN stops them."""
+    nan = float("nan")
+    diffs = [
+        RoundDiff(1, 25, True, ssm_max=[0.0, 1e-3], conv_max=[4e-3, 0.0]),
+        RoundDiff(2, 26, False, ssm_max=[nan, nan], conv_max=[nan, nan]),
+    ]
+    mode = ModeResult("forced-reject g=1", Mode(ModeKind.FORCED_REJECT, 1), [1, 2], SHA, 2,
+                      2, 0, [2], diffs)  # fmt: skip
+    result = VariantResult("v", False, "tree", "0.5.23", "cpu", "tiny", "bfloat16", "torch",
+                           [0, 1], 24, Decoded([1, 2], SHA), [mode], {}, 0.0)  # fmt: skip
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} is not JSON")
+
+    written = json.loads(results_json([result]), parse_constant=refuse)
+    on_path, off_path = written[0]["modes"][0]["diffs"]
+    assert (on_path["ssm_max"], on_path["conv_max"]) == ([0.0, 1e-3], [4e-3, 0.0])
+    assert (off_path["ssm_max"], off_path["conv_max"]) == ([None, None], [None, None])

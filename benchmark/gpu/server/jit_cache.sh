@@ -11,8 +11,11 @@
 #   by nvcc's version, its flags (sm_90a) and the source, not by paths: an H100's suit an H200.
 # Source env.sh first: it sets SGLANG_CACHE_DIR. Usage: jit_cache.sh pack|unpack FILE
 set -uo pipefail
-LIMIT_MIB=15  # under the 16 MiB a device call returns per file
+LIMIT=$((15 * 1048576))  # under the 16 MiB a device call returns per file
 fail() { echo "jit_cache.sh: $*" >&2; exit 2; }
+tmp=
+trap 'rm -rf "$tmp"' EXIT  # a refused or killed run leaves no temporary file
+trap 'exit 2' INT TERM
 [ $# -eq 2 ] || fail "usage: jit_cache.sh pack|unpack FILE"
 verb=$1 file=$2
 [ -n "${SGLANG_CACHE_DIR:-}" ] || fail "SGLANG_CACHE_DIR is not set: source benchmark/gpu/server/env.sh"
@@ -23,24 +26,22 @@ case $verb in
     [ -n "$(find "$cache" -mindepth 1 -maxdepth 1 ! -name triton 2> /dev/null)" ] ||
       fail "$cache holds nothing compiled: run the servers first"
     tmp=$(mktemp "$file.part.XXXXXX" 2> /dev/null) || fail "cannot write $file"
-    if ! tar cJf "$tmp" -C "$cache" --exclude=./triton . 2> /dev/null; then
-      rm -f "$tmp"
-      fail "could not pack $cache"
-    fi
-    mib=$(( ($(stat -c %s "$tmp") + 1048575) / 1048576 ))
-    if [ "$mib" -gt "$LIMIT_MIB" ]; then
-      rm -f "$tmp"
-      fail "$cache packs into $mib MiB, over the $LIMIT_MIB MiB a device call returns"
-    fi
-    mv "$tmp" "$file" || { rm -f "$tmp"; fail "cannot write $file"; }
-    echo "jit_cache.sh: $file holds $cache's kernels ($mib MiB)"
+    tar cJf "$tmp" -C "$cache" --exclude=./triton . 2> /dev/null || fail "could not pack $cache"
+    size=$(stat -c %s "$tmp")
+    [ "$size" -le "$LIMIT" ] ||
+      fail "$cache packs into $((size / 1048576)) MiB, over the 15 MiB a device call returns"
+    mv "$tmp" "$file" 2> /dev/null || fail "cannot write $file"
+    tmp=
+    echo "jit_cache.sh: $file holds $cache's kernels ($((size / 1024)) KiB)"
     ;;
   unpack)
     [ -f "$file" ] || fail "no $file"
     tar tJf "$file" > /dev/null 2>&1 || fail "$file is not a tar.xz that pack wrote"
-    [ -e "$cache" ] && [ ! -d "$cache" ] && fail "$cache is not a folder"
-    mkdir -p "$cache" 2> /dev/null || fail "cannot make $cache"
-    tar xJf "$file" -C "$cache" 2> /dev/null || fail "could not unpack $file into $cache"
+    # Unpacked apart first, so that a failure leaves the cache as it was.
+    tmp=$(mktemp -d 2> /dev/null) || fail "cannot make a temporary folder"
+    tar xJf "$file" -C "$tmp" 2> /dev/null || fail "could not unpack $file"
+    mkdir -p "$cache" 2> /dev/null && cp -a "$tmp/." "$cache/" 2> /dev/null ||
+      fail "could not copy $file's kernels into $cache"
     echo "jit_cache.sh: $cache now holds $file's kernels"
     ;;
   *) fail "usage: jit_cache.sh pack|unpack FILE" ;;

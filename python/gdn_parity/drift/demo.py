@@ -8,7 +8,6 @@ the figure.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from gdn_parity.drift.model.stacks import describe_kv_cache, kv_cache_problem
 from gdn_parity.drift.report import LEGEND, Row, markdown_table, rows, verdict
 from gdn_parity.drift.run.modes import Mode
 from gdn_parity.drift.run.pool import Bar, run_workers
-from gdn_parity.drift.run.results import VariantResult
+from gdn_parity.drift.run.results import VariantResult, results_json
 from gdn_parity.drift.run.variants import Variant, variant_tree
 from gdn_parity.drift.run.worker import Job
 from gdn_parity.errors import GdnParityError
@@ -152,7 +151,7 @@ def run_demo(series: Series, plan: DemoPlan) -> tuple[str, bool | None]:
     )
     report = _report(plan, results, markdown_table(table), verdict(table), parity, attribution)
     (plan.out_dir / "demo.md").write_text(report)
-    (plan.out_dir / "demo.json").write_text(json.dumps([r.to_dict() for r in results], indent=1))
+    (plan.out_dir / "demo.json").write_text(results_json(results))
     from gdn_parity.drift.plot import write_figure
 
     write_figure(results, plan.out_dir / "drift.png")

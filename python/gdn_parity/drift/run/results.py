@@ -7,6 +7,7 @@ The worker writes a ``VariantResult`` as JSON; the demo reads it back with
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 
 from gdn_parity.drift.run.modes import Mode, ModeKind
@@ -135,3 +136,19 @@ class VariantResult:
     @classmethod
     def from_json(cls, text: str) -> VariantResult:
         return cls.from_dict(json.loads(text))
+
+
+def results_json(results: list[VariantResult]) -> str:
+    """The demo's results as strict JSON (demo.json): a round off Base's path has no state to
+    compare, so its differences, NaN in memory, are null there."""
+    return json.dumps(_nan_as_null([r.to_dict() for r in results]), indent=1)
+
+
+def _nan_as_null(value: object) -> object:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, list):
+        return [_nan_as_null(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _nan_as_null(v) for k, v in value.items()}
+    return value
